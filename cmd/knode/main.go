@@ -1,0 +1,187 @@
+// Command knode is the whole node subsystem of Kubernetes in one binary:
+// `knode up` for a single-node cluster, `knode server` for the control
+// plane, and `knode kubeconfig` for credentials.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"knode/internal/auth"
+	"knode/internal/server"
+	"knode/internal/version"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "knode",
+		Short:         "knode runs the Kubernetes node subsystem behind the Kubernetes API",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newServerCommand(), newUpCommand(), newVersionCommand(), newKubeconfigCommand())
+	return root
+}
+
+// serverFlags are shared by `server` and `up`.
+type serverFlags struct {
+	dataDir            string
+	bindAddress        string
+	securePort         int
+	etcdServers        []string
+	tokenAuthFile      string
+	compactionInterval time.Duration
+	verbose            bool
+}
+
+func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory for the cluster's credentials, admin.kubeconfig and embedded etcd data")
+	fs.StringVar(&f.bindAddress, "bind-address", server.DefaultBindAddress, "IP address to serve HTTPS on")
+	fs.IntVar(&f.securePort, "secure-port", server.DefaultSecurePort, "port to serve HTTPS on (0 picks a free port)")
+	fs.StringSliceVar(&f.etcdServers, "etcd-servers", nil, "external etcd endpoints (comma-separated URLs); empty runs etcd embedded")
+	fs.StringVar(&f.tokenAuthFile, "token-auth-file", "", "static bearer tokens, one per line: token,user,uid,\"group1,group2\"")
+	fs.DurationVar(&f.compactionInterval, "etcd-compaction-interval", server.DefaultCompactionInterval, "how often storage history is compacted")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
+}
+
+func (f *serverFlags) config() server.Config {
+	level := slog.LevelInfo
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	return server.Config{
+		DataDir:            f.dataDir,
+		BindAddress:        f.bindAddress,
+		SecurePort:         f.securePort,
+		EtcdServers:        f.etcdServers,
+		TokenAuthFile:      f.tokenAuthFile,
+		CompactionInterval: f.compactionInterval,
+		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+	}
+}
+
+func newServerCommand() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane: etcd, the API server and the controllers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return server.Run(cmd.Context(), f.config())
+		},
+	}
+	f.register(cmd.Flags(), "")
+	return cmd
+}
+
+func defaultDataDir() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".knode"
+	}
+	return filepath.Join(home, ".knode")
+}
+
+func newUpCommand() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a whole single-node cluster in this process",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := f.config()
+			cfg.OnReady = func(s *server.Server) {
+				fmt.Printf("knode is up at %s\n", s.URL)
+				fmt.Printf("kubeconfig: %s\n", s.KubeconfigPath)
+				fmt.Printf("try: kubectl --kubeconfig %s get nodes\n", s.KubeconfigPath)
+			}
+			return server.Run(cmd.Context(), cfg)
+		},
+	}
+	f.register(cmd.Flags(), defaultDataDir())
+	return cmd
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			info := version.Info()
+			fmt.Printf("knode %s (Kubernetes API %s, %s, %s)\n", version.Knode, info.GitVersion, info.GoVersion, info.Platform)
+		},
+	}
+}
+
+func newKubeconfigCommand() *cobra.Command {
+	var dataDir, nodeName, serverURL string
+	cmd := &cobra.Command{
+		Use:   "kubeconfig",
+		Short: "Print a kubeconfig for the admin, or for one node identity with --node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dataDir == "" {
+				return fmt.Errorf("--data-dir is required")
+			}
+			pki, err := auth.LoadPKI(auth.PKIConfig{Dir: filepath.Join(dataDir, "pki")})
+			if err != nil {
+				return fmt.Errorf("reading the cluster's credentials from %s (has `knode server --data-dir %s` run?): %w", dataDir, dataDir, err)
+			}
+			if serverURL == "" {
+				serverURL, err = serverFromAdminKubeconfig(filepath.Join(dataDir, "admin.kubeconfig"))
+				if err != nil {
+					return err
+				}
+			}
+			var out []byte
+			if nodeName != "" {
+				out, err = auth.NodeKubeconfig(pki, serverURL, nodeName)
+			} else {
+				out, err = auth.AdminKubeconfig(pki, serverURL)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = os.Stdout.Write(out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "the server's data directory")
+	cmd.Flags().StringVar(&nodeName, "node", "", "issue a client certificate for system:node:NAME in group system:nodes")
+	cmd.Flags().StringVar(&serverURL, "server", "", "API server URL to put in the kubeconfig (default: the one in DATA-DIR/admin.kubeconfig)")
+	return cmd
+}
+
+// serverFromAdminKubeconfig reads the server URL the server last wrote.
+func serverFromAdminKubeconfig(path string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	if ctx, ok := cfg.Contexts[cfg.CurrentContext]; ok {
+		if cluster, ok := cfg.Clusters[ctx.Cluster]; ok && cluster.Server != "" {
+			return cluster.Server, nil
+		}
+	}
+	return "", fmt.Errorf("%s names no server", path)
+}

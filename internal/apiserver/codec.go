@@ -1,0 +1,196 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+	kjson "sigs.k8s.io/json"
+
+	"knode/internal/registry"
+)
+
+// fieldValidation is the server-side treatment of unknown and duplicate
+// fields in a request body (the fieldValidation query parameter).
+type fieldValidation string
+
+const (
+	validationStrict fieldValidation = "Strict"
+	validationWarn   fieldValidation = "Warn"
+	validationIgnore fieldValidation = "Ignore"
+)
+
+// parseFieldValidation reads the fieldValidation parameter. Upstream
+// defaults to Warn when the parameter is absent.
+func parseFieldValidation(r *http.Request) (fieldValidation, error) {
+	switch v := r.URL.Query().Get("fieldValidation"); v {
+	case "":
+		return validationWarn, nil
+	case string(validationStrict), string(validationWarn), string(validationIgnore):
+		return fieldValidation(v), nil
+	default:
+		return "", apierrors.NewBadRequest(fmt.Sprintf("fieldValidation parameter unsupported: %s. Supported values: Ignore, Strict, Warn", v))
+	}
+}
+
+// decodeBody turns a JSON request body into a new object of kind k.
+//
+// It checks apiVersion and kind when the body names them (an empty one is
+// filled from the endpoint, as upstream does), and applies fieldValidation:
+// Strict turns unknown or duplicate fields into 400, Warn returns them as
+// warnings, Ignore drops them.
+func decodeBody(k *registry.Kind, data []byte, fv fieldValidation) (runtime.Object, []string, error) {
+	return decodeBodyAs(k, "application/json", data, fv)
+}
+
+// protobufMediaType is the Kubernetes protobuf encoding, which client-go's
+// typed clients send by default.
+const protobufMediaType = "application/vnd.kubernetes.protobuf"
+
+var protobufSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+
+// decodeBodyAs decodes a body sent with the given Content-Type: JSON, or
+// Kubernetes protobuf (where unknown fields cannot be detected, as
+// upstream).
+func decodeBodyAs(k *registry.Kind, contentType string, data []byte, fv fieldValidation) (runtime.Object, []string, error) {
+	if mediaType(contentType) == protobufMediaType {
+		obj := k.New()
+		out, gvk, err := protobufSerializer.Decode(data, nil, obj)
+		if err != nil {
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, k.GroupVersion.Version, k.Kind, err))
+		}
+		if gvk != nil && (gvk.Kind != k.Kind || gvk.GroupVersion() != k.GroupVersion) {
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s", gvk.Kind, gvk.Version, k.Kind))
+		}
+		setTypeMeta(k, out)
+		return out, nil, nil
+	}
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(data, &tm); err != nil {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("couldn't get version/kind; json parse error: %v", err))
+	}
+	gv := k.GroupVersion.String()
+	if tm.APIVersion != "" && tm.APIVersion != gv {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", tm.APIVersion, gv))
+	}
+	if tm.Kind != "" && tm.Kind != k.Kind {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: no kind %q is registered for version %q", tm.Kind, k.GroupVersion.Version, k.Kind, tm.Kind, gv))
+	}
+	obj := k.New()
+	strictErrs, err := kjson.UnmarshalStrict(data, obj)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, k.GroupVersion.Version, k.Kind, err))
+	}
+	var warnings []string
+	if len(strictErrs) > 0 {
+		switch fv {
+		case validationStrict:
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, k.GroupVersion.Version, k.Kind, runtime.NewStrictDecodingError(strictErrs)))
+		case validationWarn:
+			for _, e := range strictErrs {
+				warnings = append(warnings, e.Error())
+			}
+		}
+	}
+	setTypeMeta(k, obj)
+	return obj, warnings, nil
+}
+
+// setTypeMeta stamps apiVersion and kind on an object of kind k.
+func setTypeMeta(k *registry.Kind, obj runtime.Object) {
+	obj.GetObjectKind().SetGroupVersionKind(k.GroupVersion.WithKind(k.Kind))
+}
+
+// mediaRequest is what the Accept header asks the response to be.
+type mediaRequest struct {
+	table bool
+	// discoveryV2: aggregated discovery (apidiscovery.k8s.io/v2).
+	discoveryV2 bool
+}
+
+// negotiate reads the Accept header. Only JSON is produced; a Table is
+// returned when the first acceptable clause asks for one.
+func negotiate(r *http.Request) mediaRequest {
+	var m mediaRequest
+	for _, clause := range strings.Split(r.Header.Get("Accept"), ",") {
+		params := mediaParams(clause)
+		if params["as"] == "Table" && params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+			m.table = true
+			return m
+		}
+		if params["as"] == "APIGroupDiscoveryList" && params["g"] == "apidiscovery.k8s.io" && params["v"] == "v2" {
+			m.discoveryV2 = true
+			return m
+		}
+		mt := strings.TrimSpace(strings.SplitN(clause, ";", 2)[0])
+		if mt == "application/json" && params["as"] == "" || mt == "*/*" || mt == "application/*" {
+			return m
+		}
+	}
+	return m
+}
+
+// mediaType is the type/subtype of a Content-Type or Accept clause.
+func mediaType(clause string) string {
+	return strings.TrimSpace(strings.SplitN(clause, ";", 2)[0])
+}
+
+// mediaParams parses "type/sub;k=v;k2=v2" into its parameters.
+func mediaParams(clause string) map[string]string {
+	params := map[string]string{}
+	parts := strings.Split(clause, ";")
+	for _, p := range parts[1:] {
+		kv := strings.SplitN(strings.TrimSpace(p), "=", 2)
+		if len(kv) == 2 {
+			params[strings.TrimSpace(kv[0])] = strings.Trim(strings.TrimSpace(kv[1]), `"`)
+		}
+	}
+	return params
+}
+
+// writeJSON writes obj with the given HTTP status.
+func writeJSON(w http.ResponseWriter, code int, obj interface{}) {
+	writeJSONTyped(w, code, "application/json", obj)
+}
+
+// writeJSONTyped writes obj as JSON under the given media type.
+func writeJSONTyped(w http.ResponseWriter, code int, mediaType string, obj interface{}) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		status := apierrors.NewInternalError(err).Status()
+		data, _ = json.Marshal(&status)
+		code = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", mediaType)
+	w.WriteHeader(code)
+	_, _ = w.Write(data)
+}
+
+// writeError writes err as a metav1.Status. Errors that are not API status
+// errors become 500s.
+func writeError(w http.ResponseWriter, err error) {
+	status := toStatus(err)
+	writeJSON(w, int(status.Code), status)
+}
+
+func toStatus(err error) *metav1.Status {
+	var st apierrors.APIStatus
+	if s, ok := err.(apierrors.APIStatus); ok {
+		st = s
+	} else if !errorsAs(err, &st) {
+		st = apierrors.NewInternalError(err)
+	}
+	status := st.Status()
+	status.Kind = "Status"
+	status.APIVersion = "v1"
+	if status.Code == 0 {
+		status.Code = http.StatusInternalServerError
+	}
+	return &status
+}

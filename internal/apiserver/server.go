@@ -1,0 +1,272 @@
+// Package apiserver serves knode's objects over the Kubernetes REST API.
+//
+// It owns the HTTP surface: routing by the Kubernetes URL layout, discovery
+// (legacy and aggregated v2), JSON and Table responses, watch streams, the
+// three patch forms, fieldValidation, and metav1.Status errors. It keeps
+// objects in a storage.Interface through per-kind rules from registry.Kind.
+//
+// The caller supplies an authenticator and authorizer, and serves the
+// handler over TLS. The package never listens itself and keeps no state
+// beyond what is in storage, so several servers may share one store.
+//
+// Not here: server-side apply (answered with 415), protobuf and CBOR
+// encodings (JSON only), RBAC.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/utils/clock"
+
+	"knode/internal/auth"
+	"knode/internal/registry"
+	"knode/internal/storage"
+)
+
+// DefaultMaxBodyBytes is the largest request body accepted (3 MiB, as
+// upstream's limit for a single object).
+const DefaultMaxBodyBytes = 3 * 1024 * 1024
+
+// Admitter can refuse or change a write before it is stored. It sees the
+// typed object after decoding and defaulting, and the stored object on
+// updates (nil on create).
+type Admitter interface {
+	Admit(ctx context.Context, a AdmissionAttributes) error
+}
+
+// AdmissionAttributes describe one write for admission.
+type AdmissionAttributes struct {
+	Operation   string // CREATE, UPDATE, DELETE
+	Kind        *registry.Kind
+	Namespace   string
+	Name        string
+	Subresource string
+	Object      interface{} // runtime.Object; nil on DELETE
+	Old         interface{} // runtime.Object; nil on CREATE
+	User        *auth.User
+	DryRun      bool
+}
+
+// Config builds a Server.
+type Config struct {
+	// Storage holds every object. Required.
+	Storage storage.Interface
+	// Kinds served. Required.
+	Kinds []registry.Kind
+	// Authenticator identifies callers; nil refuses every request that
+	// needs credentials.
+	Authenticator auth.Authenticator
+	// Authorizer decides; nil allows only system:masters.
+	Authorizer auth.Authorizer
+	// Admission runs in order on every write.
+	Admission []Admitter
+	// Clock stamps creation and deletion times and times watches. Zero value:
+	// the real clock.
+	Clock clock.WithTicker
+	// Version is served at /version.
+	Version version.Info
+	// OpenAPI serves /openapi/v2 and /openapi/v3; nil answers 404.
+	OpenAPI http.Handler
+	// Extra serves further non-resource paths (e.g. /metrics) after
+	// authentication and authorization; keyed by exact path.
+	Extra map[string]http.Handler
+	// Ready reports whether the server can serve; nil means always.
+	Ready func() error
+	// MaxBodyBytes caps request bodies; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the HTTP handler of the Kubernetes API.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  clock.WithTicker
+	stores map[schema.GroupVersionResource]*objectStore
+	// byGroup lists the kinds of each group version, in Config order.
+	groups    []groupInfo
+	namespace *objectStore
+}
+
+type groupInfo struct {
+	gv    schema.GroupVersion
+	kinds []*registry.Kind
+}
+
+// New checks cfg and builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Storage == nil {
+		return nil, errors.New("apiserver: Config.Storage is required")
+	}
+	if len(cfg.Kinds) == 0 {
+		return nil, errors.New("apiserver: Config.Kinds is empty")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Authorizer == nil {
+		cfg.Authorizer = auth.MastersAuthorizer{}
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stores: map[schema.GroupVersionResource]*objectStore{}}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	for i := range cfg.Kinds {
+		k := &cfg.Kinds[i]
+		gvr := k.GroupVersion.WithResource(k.Resource)
+		if _, dup := s.stores[gvr]; dup {
+			return nil, fmt.Errorf("apiserver: kind %s served twice", gvr)
+		}
+		s.stores[gvr] = newObjectStore(k, cfg.Storage, cfg.Clock)
+		if k.Resource == "namespaces" && k.GroupVersion.Group == "" {
+			s.namespace = s.stores[gvr]
+		}
+		found := false
+		for gi := range s.groups {
+			if s.groups[gi].gv == k.GroupVersion {
+				s.groups[gi].kinds = append(s.groups[gi].kinds, k)
+				found = true
+			}
+		}
+		if !found {
+			s.groups = append(s.groups, groupInfo{gv: k.GroupVersion, kinds: []*registry.Kind{k}})
+		}
+	}
+	return s, nil
+}
+
+// ServeHTTP handles one request. It never panics: a panic in a handler is
+// logged and answered with a 500 Status.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			writeError(w, apierrors.NewInternalError(fmt.Errorf("panic: %v", p)))
+		}
+	}()
+	switch r.URL.Path {
+	case "/healthz", "/livez", "/readyz":
+		s.serveHealth(w, r)
+		return
+	case "/version", "/version/":
+		writeJSON(w, http.StatusOK, s.cfg.Version)
+		return
+	}
+	user, err := s.authenticate(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx := auth.WithUser(r.Context(), user)
+	r = r.WithContext(ctx)
+	attrs := auth.RequestAttributes(r)
+	attrs.User = user
+	decision, reason, err := s.cfg.Authorizer.Authorize(ctx, attrs)
+	if err != nil {
+		s.log.Warn("authorizer error", "err", err)
+	}
+	if decision != auth.Allow {
+		s.forbid(w, attrs, reason)
+		return
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		writeError(w, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", s.cfg.MaxBodyBytes)))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	if !attrs.ResourceRequest {
+		s.serveNonResource(w, r)
+		return
+	}
+	s.serveResource(w, r, attrs)
+}
+
+// authenticate returns the caller, or a 401 error.
+func (s *Server) authenticate(r *http.Request) (*auth.User, error) {
+	if s.cfg.Authenticator != nil {
+		user, ok, err := s.cfg.Authenticator.Authenticate(r)
+		if err != nil {
+			s.log.Debug("authentication failed", "err", err)
+			return nil, apierrors.NewUnauthorized("Unauthorized")
+		}
+		if ok {
+			return user, nil
+		}
+	}
+	return nil, apierrors.NewUnauthorized("Unauthorized")
+}
+
+func (s *Server) forbid(w http.ResponseWriter, a auth.Attributes, reason string) {
+	msg := auth.Forbidden(a, reason)
+	err := apierrors.NewForbidden(schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}, a.Name, errors.New(reason))
+	err.ErrStatus.Message = msg
+	writeError(w, err)
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/readyz" && s.cfg.Ready != nil {
+		if err := s.cfg.Ready(); err != nil {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "readyz check failed: %v\n", err)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok")
+}
+
+func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	if strings.HasPrefix(path, "/openapi/") {
+		if s.cfg.OpenAPI == nil {
+			writeError(w, apierrors.NewNotFound(schema.GroupResource{}, path))
+			return
+		}
+		s.cfg.OpenAPI.ServeHTTP(w, r)
+		return
+	}
+	if h, ok := s.cfg.Extra[path]; ok {
+		h.ServeHTTP(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeError(w, apierrors.NewMethodNotSupported(schema.GroupResource{}, r.Method))
+		return
+	}
+	if s.serveDiscovery(w, r, path) {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	writeError(w, notFoundPath(path))
+}
+
+func notFoundPath(path string) error {
+	err := apierrors.NewNotFound(schema.GroupResource{}, "")
+	err.ErrStatus.Message = "the server could not find the requested resource"
+	err.ErrStatus.Details = &metav1.StatusDetails{}
+	_ = path
+	return err
+}
+
+// secondsDuration converts whole seconds to a Duration.
+func secondsDuration(s int64) time.Duration { return time.Duration(s) * time.Second }

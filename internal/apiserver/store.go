@@ -1,0 +1,540 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
+
+	"knode/internal/registry"
+	"knode/internal/storage"
+)
+
+// objectStore keeps the objects of one Kind in storage. It applies the
+// Kind's rules and owns the metadata every object has. It does no HTTP and
+// no authorization; admission runs before it is called.
+type objectStore struct {
+	kind    *registry.Kind
+	storage storage.Interface
+	clock   clock.PassiveClock
+	gr      schema.GroupResource
+	prefix  string // "/registry/<resource>/"
+}
+
+func newObjectStore(k *registry.Kind, s storage.Interface, c clock.PassiveClock) *objectStore {
+	return &objectStore{
+		kind:    k,
+		storage: s,
+		clock:   c,
+		gr:      schema.GroupResource{Group: k.GroupVersion.Group, Resource: k.Resource},
+		prefix:  "/registry/" + k.Resource + "/",
+	}
+}
+
+// key is the storage key of one object.
+func (s *objectStore) key(namespace, name string) string {
+	if s.kind.Namespaced {
+		return s.prefix + namespace + "/" + name
+	}
+	return s.prefix + name
+}
+
+// listPrefix is the storage prefix of a collection; namespace "" means all.
+func (s *objectStore) listPrefix(namespace string) string {
+	if s.kind.Namespaced && namespace != "" {
+		return s.prefix + namespace + "/"
+	}
+	return s.prefix
+}
+
+// decode turns a stored value into a typed object carrying revision rev as
+// its resourceVersion.
+func (s *objectStore) decode(value []byte, rev int64) (runtime.Object, error) {
+	obj := s.kind.New()
+	if err := json.Unmarshal(value, obj); err != nil {
+		return nil, fmt.Errorf("decoding stored %s: %w", s.kind.Kind, err)
+	}
+	setTypeMeta(s.kind, obj)
+	if rev > 0 {
+		accessor, _ := meta.Accessor(obj)
+		accessor.SetResourceVersion(strconv.FormatInt(rev, 10))
+	}
+	return obj, nil
+}
+
+// encode serializes obj for storage, without its resourceVersion.
+func (s *objectStore) encode(obj runtime.Object) ([]byte, error) {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	rv := accessor.GetResourceVersion()
+	accessor.SetResourceVersion("")
+	setTypeMeta(s.kind, obj)
+	data, err := json.Marshal(obj)
+	accessor.SetResourceVersion(rv)
+	return data, err
+}
+
+func setRevision(obj runtime.Object, rev int64) {
+	accessor, _ := meta.Accessor(obj)
+	accessor.SetResourceVersion(strconv.FormatInt(rev, 10))
+}
+
+// Get reads one object.
+func (s *objectStore) Get(ctx context.Context, namespace, name string) (runtime.Object, error) {
+	kv, err := s.storage.Get(ctx, s.key(namespace, name))
+	if err != nil {
+		return nil, storageError(err, s.gr, name)
+	}
+	return s.decode(kv.Value, kv.ModRevision)
+}
+
+// createOptions are the parts of a create request the store needs.
+type createOptions struct {
+	dryRun bool
+	// admit runs after defaulting and before validation; nil admits all.
+	admit func(obj, old runtime.Object) error
+}
+
+// Create validates and stores a new object. namespace is the request's.
+func (s *objectStore) Create(ctx context.Context, namespace string, obj runtime.Object, opts createOptions) (runtime.Object, error) {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if err := s.checkNamespace(accessor, namespace); err != nil {
+		return nil, err
+	}
+	if accessor.GetName() == "" && accessor.GetGenerateName() != "" {
+		accessor.SetName(accessor.GetGenerateName() + utilrand.String(5))
+	}
+	accessor.SetUID(uuid.NewUUID())
+	accessor.SetCreationTimestamp(metav1.NewTime(s.clock.Now().Truncate(1e9)))
+	accessor.SetResourceVersion("")
+	accessor.SetDeletionTimestamp(nil)
+	accessor.SetDeletionGracePeriodSeconds(nil)
+	accessor.SetManagedFields(nil)
+	accessor.SetSelfLink("")
+	if s.kind.Default != nil {
+		s.kind.Default(obj)
+	}
+	if s.kind.PrepareForCreate != nil {
+		s.kind.PrepareForCreate(obj)
+	}
+	if opts.admit != nil {
+		if err := opts.admit(obj, nil); err != nil {
+			return nil, err
+		}
+	}
+	errs := apivalidation.ValidateObjectMetaAccessor(accessor, s.kind.Namespaced, s.nameValidator(), field.NewPath("metadata"))
+	if s.kind.Validate != nil {
+		errs = append(errs, s.kind.Validate(obj)...)
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(s.gk(), accessor.GetName(), errs)
+	}
+	if opts.dryRun {
+		if _, err := s.storage.Get(ctx, s.key(namespace, accessor.GetName())); err == nil {
+			return nil, apierrors.NewAlreadyExists(s.gr, accessor.GetName())
+		}
+		return obj, nil
+	}
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := s.storage.Create(ctx, s.key(namespace, accessor.GetName()), data)
+	if err != nil {
+		return nil, storageError(err, s.gr, accessor.GetName())
+	}
+	setRevision(obj, rev)
+	return obj, nil
+}
+
+// checkNamespace fills an empty metadata.namespace from the request and
+// refuses a mismatch, as upstream does.
+func (s *objectStore) checkNamespace(accessor metav1.Object, namespace string) error {
+	if !s.kind.Namespaced {
+		if accessor.GetNamespace() != "" {
+			accessor.SetNamespace("")
+		}
+		return nil
+	}
+	if accessor.GetNamespace() == "" {
+		accessor.SetNamespace(namespace)
+	} else if accessor.GetNamespace() != namespace {
+		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
+}
+
+func (s *objectStore) gk() schema.GroupKind {
+	return schema.GroupKind{Group: s.kind.GroupVersion.Group, Kind: s.kind.Kind}
+}
+
+// nameValidator picks the name rule: namespaces are DNS labels, everything
+// else served here is a DNS subdomain.
+func (s *objectStore) nameValidator() apivalidation.ValidateNameFunc {
+	if s.kind.Resource == "namespaces" {
+		return apivalidation.NameIsDNSLabel
+	}
+	return apivalidation.NameIsDNSSubdomain
+}
+
+// updateFunc computes the new object from the current one. It returns
+// the object to store; the store then applies the Kind's rules to it.
+type updateFunc func(current runtime.Object) (runtime.Object, error)
+
+// updateOptions select the rules of an update.
+type updateOptions struct {
+	// status: the request is on the /status subresource.
+	status bool
+	dryRun bool
+	// admit runs after the Kind's preparation and before validation.
+	admit func(obj, old runtime.Object) error
+}
+
+// maxUpdateRetries bounds the retries of an update whose new object names
+// no resourceVersion and that races another writer.
+const maxUpdateRetries = 10
+
+// Update reads the current object, applies fn, checks the result against
+// the Kind's rules and writes it with a compare-and-swap. An object whose
+// new value carries a resourceVersion must match the stored one (409
+// otherwise); one without is retried on conflict. An update that changes
+// nothing writes nothing and returns the stored object.
+func (s *objectStore) Update(ctx context.Context, namespace, name string, fn updateFunc, opts updateOptions) (runtime.Object, error) {
+	for attempt := 0; ; attempt++ {
+		kv, err := s.storage.Get(ctx, s.key(namespace, name))
+		if err != nil {
+			return nil, storageError(err, s.gr, name)
+		}
+		current, err := s.decode(kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, err
+		}
+		obj, err := fn(current.DeepCopyObject())
+		if err != nil {
+			return nil, err
+		}
+		result, err := s.applyUpdate(ctx, namespace, name, obj, current, kv.ModRevision, opts)
+		if errors.Is(err, errRetry) && attempt < maxUpdateRetries {
+			continue
+		}
+		if errors.Is(err, errRetry) {
+			return nil, apierrors.NewConflict(s.gr, name, errors.New(conflictMessage))
+		}
+		return result, err
+	}
+}
+
+var errRetry = errors.New("retry update")
+
+func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, obj, current runtime.Object, rev int64, opts updateOptions) (runtime.Object, error) {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	old, _ := meta.Accessor(current)
+	if err := s.checkNamespace(accessor, namespace); err != nil {
+		return nil, err
+	}
+	if accessor.GetName() != name {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", accessor.GetName(), name))
+	}
+	explicitRV := accessor.GetResourceVersion()
+	if explicitRV != "" && explicitRV != old.GetResourceVersion() {
+		return nil, apierrors.NewConflict(s.gr, name, errors.New(conflictMessage))
+	}
+	// Metadata the server owns never changes through an update.
+	accessor.SetUID(old.GetUID())
+	accessor.SetCreationTimestamp(old.GetCreationTimestamp())
+	accessor.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	accessor.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	accessor.SetGeneration(old.GetGeneration())
+	accessor.SetManagedFields(nil)
+	accessor.SetSelfLink("")
+	accessor.SetResourceVersion(old.GetResourceVersion())
+	if opts.status {
+		// The status subresource changes status only; metadata stays too,
+		// except what upstream lets it touch (none that we serve).
+		accessor.SetLabels(old.GetLabels())
+		accessor.SetAnnotations(old.GetAnnotations())
+		accessor.SetFinalizers(old.GetFinalizers())
+		accessor.SetOwnerReferences(old.GetOwnerReferences())
+	}
+	if s.kind.Default != nil {
+		s.kind.Default(obj)
+	}
+	var errs field.ErrorList
+	if opts.status {
+		if s.kind.Status == nil {
+			return nil, apierrors.NewNotFound(s.gr, name)
+		}
+		if s.kind.Status.PrepareForUpdate != nil {
+			s.kind.Status.PrepareForUpdate(obj, current)
+		}
+		if s.kind.Status.ValidateUpdate != nil {
+			errs = append(errs, s.kind.Status.ValidateUpdate(obj, current)...)
+		}
+	} else {
+		if s.kind.PrepareForUpdate != nil {
+			s.kind.PrepareForUpdate(obj, current)
+		}
+		if s.kind.ValidateUpdate != nil {
+			errs = append(errs, s.kind.ValidateUpdate(obj, current)...)
+		}
+	}
+	if opts.admit != nil {
+		if err := opts.admit(obj, current); err != nil {
+			return nil, err
+		}
+	}
+	errs = append(apivalidation.ValidateObjectMetaAccessorUpdate(accessor, old, field.NewPath("metadata")), errs...)
+	errs = append(apivalidation.ValidateObjectMetaAccessor(accessor, s.kind.Namespaced, s.nameValidator(), field.NewPath("metadata")), errs...)
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(s.gk(), name, dedupe(errs))
+	}
+	if apiequality.Semantic.DeepEqual(obj, current) {
+		return current, nil
+	}
+	if opts.dryRun {
+		return obj, nil
+	}
+	// An object being deleted whose last finalizer went is removed.
+	if accessor.GetDeletionTimestamp() != nil && len(accessor.GetFinalizers()) == 0 && s.finalized(obj) {
+		kv, err := s.storage.Delete(ctx, s.key(namespace, name), rev)
+		if errors.Is(err, storage.ErrConflict) {
+			return nil, s.conflictOrRetry(explicitRV, name)
+		}
+		if err != nil {
+			return nil, storageError(err, s.gr, name)
+		}
+		setRevision(obj, kv.ModRevision)
+		return obj, nil
+	}
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	newRev, err := s.storage.Update(ctx, s.key(namespace, name), data, rev)
+	if errors.Is(err, storage.ErrConflict) {
+		return nil, s.conflictOrRetry(explicitRV, name)
+	}
+	if err != nil {
+		return nil, storageError(err, s.gr, name)
+	}
+	setRevision(obj, newRev)
+	return obj, nil
+}
+
+func (s *objectStore) conflictOrRetry(explicitRV, name string) error {
+	if explicitRV != "" {
+		return apierrors.NewConflict(s.gr, name, errors.New(conflictMessage))
+	}
+	return errRetry
+}
+
+// finalized reports whether nothing but metadata finalizers holds obj; a
+// namespace also waits for its spec.finalizers.
+func (s *objectStore) finalized(obj runtime.Object) bool {
+	if s.kind.Resource == "namespaces" {
+		return namespaceFinalized(obj)
+	}
+	return true
+}
+
+// deleteOptions are the parts of a delete request the store needs.
+type deleteOptions struct {
+	gracePeriod   *int64
+	preconditions *metav1.Preconditions
+	dryRun        bool
+}
+
+// Delete removes an object, or starts its graceful deletion. It returns the
+// object as it now is and whether it is gone from storage.
+func (s *objectStore) Delete(ctx context.Context, namespace, name string, opts deleteOptions) (runtime.Object, bool, error) {
+	for attempt := 0; ; attempt++ {
+		obj, gone, err := s.deleteOnce(ctx, namespace, name, opts)
+		if errors.Is(err, errRetry) && attempt < maxUpdateRetries {
+			continue
+		}
+		if errors.Is(err, errRetry) {
+			return nil, false, apierrors.NewConflict(s.gr, name, errors.New(conflictMessage))
+		}
+		return obj, gone, err
+	}
+}
+
+func (s *objectStore) deleteOnce(ctx context.Context, namespace, name string, opts deleteOptions) (runtime.Object, bool, error) {
+	kv, err := s.storage.Get(ctx, s.key(namespace, name))
+	if err != nil {
+		return nil, false, storageError(err, s.gr, name)
+	}
+	obj, err := s.decode(kv.Value, kv.ModRevision)
+	if err != nil {
+		return nil, false, err
+	}
+	accessor, _ := meta.Accessor(obj)
+	if p := opts.preconditions; p != nil {
+		if p.UID != nil && *p.UID != accessor.GetUID() {
+			return nil, false, apierrors.NewConflict(s.gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, accessor.GetUID()))
+		}
+		if p.ResourceVersion != nil && *p.ResourceVersion != accessor.GetResourceVersion() {
+			return nil, false, apierrors.NewConflict(s.gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, accessor.GetResourceVersion()))
+		}
+	}
+	grace := int64(0)
+	if s.kind.DeleteGracePeriod != nil {
+		grace = s.kind.DeleteGracePeriod(obj, opts.gracePeriod)
+	}
+	pending := len(accessor.GetFinalizers()) > 0 || !s.finalizedOnDelete(obj)
+	if grace > 0 || pending {
+		if !s.markDeleting(obj, grace) {
+			return obj, false, nil
+		}
+		if opts.dryRun {
+			return obj, false, nil
+		}
+		data, err := s.encode(obj)
+		if err != nil {
+			return nil, false, err
+		}
+		rev, err := s.storage.Update(ctx, kv.Key, data, kv.ModRevision)
+		if errors.Is(err, storage.ErrConflict) {
+			return nil, false, errRetry
+		}
+		if err != nil {
+			return nil, false, storageError(err, s.gr, name)
+		}
+		setRevision(obj, rev)
+		return obj, false, nil
+	}
+	if opts.dryRun {
+		return obj, true, nil
+	}
+	deleted, err := s.storage.Delete(ctx, kv.Key, kv.ModRevision)
+	if errors.Is(err, storage.ErrConflict) {
+		return nil, false, errRetry
+	}
+	if err != nil {
+		return nil, false, storageError(err, s.gr, name)
+	}
+	setRevision(obj, deleted.ModRevision)
+	return obj, true, nil
+}
+
+// markDeleting sets the deletion timestamp and grace period of an object
+// whose deletion waits for its owner or its finalizers. On an object that is
+// already terminating, only a shorter grace period changes anything. It
+// reports whether obj changed.
+func (s *objectStore) markDeleting(obj runtime.Object, grace int64) bool {
+	accessor, _ := meta.Accessor(obj)
+	if accessor.GetDeletionTimestamp() != nil {
+		cur := accessor.GetDeletionGracePeriodSeconds()
+		if cur == nil || grace >= *cur {
+			return false
+		}
+	}
+	if s.kind.Resource == "namespaces" {
+		markNamespaceTerminating(obj)
+	}
+	deadline := metav1.NewTime(s.clock.Now().Add(secondsDuration(grace)).Truncate(1e9))
+	accessor.SetDeletionTimestamp(&deadline)
+	accessor.SetDeletionGracePeriodSeconds(&grace)
+	return true
+}
+
+// finalizedOnDelete reports whether a delete may remove obj at once as far
+// as kind-specific finalizers go (a namespace must first be emptied).
+func (s *objectStore) finalizedOnDelete(obj runtime.Object) bool {
+	if s.kind.Resource == "namespaces" {
+		return namespaceFinalized(obj)
+	}
+	return true
+}
+
+// listResult is one page of objects.
+type listResult struct {
+	items              []runtime.Object
+	revision           int64
+	continueToken      string
+	remainingItemCount *int64
+}
+
+// List reads a collection, keeping the objects match accepts. With a limit,
+// it reads pages until limit objects matched or the collection ended.
+func (s *objectStore) List(ctx context.Context, namespace string, opts storage.ListOptions, match func(runtime.Object) bool) (listResult, error) {
+	var out listResult
+	need := opts.Limit
+	filtered := false
+	for {
+		page, err := s.storage.List(ctx, s.listPrefix(namespace), opts)
+		if err != nil {
+			return listResult{}, storageError(err, s.gr, "")
+		}
+		out.revision = page.Revision
+		for _, kv := range page.Items {
+			obj, err := s.decode(kv.Value, kv.ModRevision)
+			if err != nil {
+				return listResult{}, err
+			}
+			if match != nil && !match(obj) {
+				filtered = true
+				continue
+			}
+			out.items = append(out.items, obj)
+		}
+		out.continueToken = page.Continue
+		out.remainingItemCount = page.RemainingItemCount
+		if need == 0 || page.Continue == "" {
+			break
+		}
+		need = opts.Limit - int64(len(out.items))
+		if need <= 0 {
+			break
+		}
+		opts = storage.ListOptions{Limit: need, Continue: page.Continue}
+	}
+	if filtered {
+		out.remainingItemCount = nil
+	}
+	return out, nil
+}
+
+// dedupe drops repeated field errors (metadata checks can run twice).
+func dedupe(errs field.ErrorList) field.ErrorList {
+	seen := map[string]bool{}
+	var out field.ErrorList
+	for _, e := range errs {
+		if k := e.Error(); !seen[k] {
+			seen[k] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// objectUID is a small helper for Status details.
+func objectUID(obj runtime.Object) types.UID {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return accessor.GetUID()
+}

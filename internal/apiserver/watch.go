@@ -1,0 +1,226 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"knode/internal/storage"
+)
+
+// minWatchTimeout is the shortest server-chosen watch duration; each watch
+// without timeoutSeconds lasts between one and two times it, so that
+// clients spread their reconnects.
+const minWatchTimeout = 30 * time.Minute
+
+// initialEventsEndAnnotation marks the bookmark that ends the initial
+// events of a watch that asked for them (sendInitialEvents=true).
+const initialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+// watch streams changes to a collection (or to the one object name names,
+// for the legacy /watch/.../name form).
+func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Request, st *objectStore, namespace, name string) error {
+	opts, err := listOptions(r)
+	if err != nil {
+		return err
+	}
+	sel, err := parseSelector(st, opts)
+	if err != nil {
+		return err
+	}
+	if name != "" {
+		sel.fields = fields.AndSelectors(sel.fields, fields.OneTermEqualSelector("metadata.name", name))
+	}
+	sendInitial := opts.ResourceVersion == "" || opts.ResourceVersion == "0"
+	if opts.SendInitialEvents != nil {
+		sendInitial = *opts.SendInitialEvents
+	}
+	var initial []runtime.Object
+	var start int64
+	if sendInitial {
+		res, err := st.List(ctx, namespace, storage.ListOptions{}, func(obj runtime.Object) bool { return sel.matches(st, obj) })
+		if err != nil {
+			return err
+		}
+		initial, start = res.items, res.revision
+	} else {
+		start, err = strconv.ParseInt(opts.ResourceVersion, 10, 64)
+		if err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", opts.ResourceVersion))
+		}
+	}
+	timeout := time.Duration(float64(minWatchTimeout) * (1 + rand.Float64()))
+	if opts.TimeoutSeconds != nil {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watcher, werr := st.storage.Watch(wctx, st.listPrefix(namespace), start)
+
+	out := newEventWriter(w, r, s, st)
+	if werr == nil {
+		defer watcher.Stop()
+	}
+	out.start()
+	if werr != nil {
+		out.writeError(watchStartError(werr, start))
+		return nil
+	}
+	for _, obj := range initial {
+		if !out.write(watch.Added, obj) {
+			return nil
+		}
+	}
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.AllowWatchBookmarks {
+		bookmark := st.kind.New()
+		accessor, _ := meta.Accessor(bookmark)
+		accessor.SetResourceVersion(strconv.FormatInt(start, 10))
+		accessor.SetAnnotations(map[string]string{initialEventsEndAnnotation: "true"})
+		setTypeMeta(st.kind, bookmark)
+		if !out.write(watch.Bookmark, bookmark) {
+			return nil
+		}
+	}
+	timer := s.clock.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C():
+			return nil
+		case ev, ok := <-watcher.Events():
+			if !ok {
+				if err := watcher.Err(); err != nil {
+					out.writeError(watchStartError(err, start))
+				}
+				return nil
+			}
+			typ, obj, err := s.convertEvent(st, sel, ev)
+			if err != nil {
+				out.writeError(apierrors.NewInternalError(err))
+				return nil
+			}
+			if obj != nil && !out.write(typ, obj) {
+				return nil
+			}
+		}
+	}
+}
+
+// watchStartError maps a storage watch failure to the Status a client
+// sees in an ERROR event: a compacted start gives 410 Expired.
+func watchStartError(err error, start int64) error {
+	if errors.Is(err, storage.ErrCompacted) {
+		return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", start))
+	}
+	if errors.Is(err, storage.ErrFutureRevision) {
+		return apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d", start), 1)
+	}
+	return apierrors.NewInternalError(err)
+}
+
+// convertEvent turns a storage event into the watch event a watcher with
+// sel sees: an object that starts matching is ADDED, one that stops is
+// DELETED. It returns a nil object when the watcher sees nothing.
+func (s *Server) convertEvent(st *objectStore, sel selector, ev storage.Event) (watch.EventType, runtime.Object, error) {
+	rev := ev.KV.ModRevision
+	if ev.Type == storage.Delete {
+		obj, err := st.decode(ev.KV.Value, rev)
+		if err != nil || !sel.matches(st, obj) {
+			return "", nil, err
+		}
+		return watch.Deleted, obj, nil
+	}
+	obj, err := st.decode(ev.KV.Value, rev)
+	if err != nil {
+		return "", nil, err
+	}
+	cur := sel.matches(st, obj)
+	if ev.Created || ev.PrevValue == nil {
+		if !cur {
+			return "", nil, nil
+		}
+		return watch.Added, obj, nil
+	}
+	if sel.empty() {
+		return watch.Modified, obj, nil
+	}
+	prev, err := st.decode(ev.PrevValue, rev)
+	if err != nil {
+		return "", nil, err
+	}
+	old := sel.matches(st, prev)
+	switch {
+	case cur && old:
+		return watch.Modified, obj, nil
+	case cur:
+		return watch.Added, obj, nil
+	case old:
+		return watch.Deleted, prev, nil
+	}
+	return "", nil, nil
+}
+
+// eventWriter streams watch events as newline-delimited JSON.
+type eventWriter struct {
+	w       http.ResponseWriter
+	r       *http.Request
+	s       *Server
+	st      *objectStore
+	flusher http.Flusher
+	table   bool
+	enc     *json.Encoder
+}
+
+func newEventWriter(w http.ResponseWriter, r *http.Request, s *Server, st *objectStore) *eventWriter {
+	f, _ := w.(http.Flusher)
+	return &eventWriter{w: w, r: r, s: s, st: st, flusher: f, table: negotiate(r).table, enc: json.NewEncoder(w)}
+}
+
+func (e *eventWriter) start() {
+	e.w.Header().Set("Content-Type", "application/json")
+	e.w.Header().Set("Transfer-Encoding", "chunked")
+	e.w.WriteHeader(http.StatusOK)
+	e.flush()
+}
+
+func (e *eventWriter) flush() {
+	if e.flusher != nil {
+		e.flusher.Flush()
+	}
+}
+
+// write sends one event; false means the client is gone.
+func (e *eventWriter) write(typ watch.EventType, obj runtime.Object) bool {
+	var payload runtime.Object = obj
+	if e.table && typ != watch.Bookmark {
+		lm := metav1.ListMeta{}
+		if accessor, err := meta.Accessor(obj); err == nil {
+			lm.ResourceVersion = accessor.GetResourceVersion()
+		}
+		payload = e.s.table(e.st.kind, []runtime.Object{obj}, lm, e.r)
+	}
+	if err := e.enc.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Object: payload}}); err != nil {
+		return false
+	}
+	e.flush()
+	return true
+}
+
+func (e *eventWriter) writeError(err error) {
+	_ = e.enc.Encode(&metav1.WatchEvent{Type: string(watch.Error), Object: runtime.RawExtension{Object: toStatus(err)}})
+	e.flush()
+}

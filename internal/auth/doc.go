@@ -1,0 +1,26 @@
+// Package auth owns knode's identity and access: the cluster CA and the
+// certificates it signs, kubeconfigs that carry them, authentication of HTTP
+// requests (client certificates and a static token file), authorization
+// decisions, and the translation of a request URL into the attributes those
+// decisions are made on.
+//
+// What callers must do:
+//   - Call EnsurePKI once at start-up with the data directory; it creates
+//     the CA, the serving certificate and the admin credentials on first use
+//     and loads them afterwards. Serve with PKI.TLSConfig.
+//   - For every request: RequestAttributes, then an Authenticator (no user
+//     and no error means 401 unless PublicPath allows anonymous access; an
+//     error means 401), then an Authorizer. Anything but Allow is refused
+//     with 403 and the message from Forbidden or ForbiddenError.
+//
+// What it deliberately does not do:
+//   - It writes no HTTP responses; the API server turns outcomes into
+//     metav1.Status replies.
+//   - There is no RBAC and no anonymous user: identities outside
+//     system:masters get NoOpinion here, which the API server refuses.
+//   - The node authorizer (section 13 of the reference) plugs into Chain; it
+//     lives in its own file once built. Admission (NodeRestriction) lives in
+//     internal/admission.
+//   - Certificates are never revoked and files are not watched: a change on
+//     disk takes effect at the next EnsurePKI or LoadTokenFile.
+package auth

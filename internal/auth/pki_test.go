@@ -1,0 +1,477 @@
+package auth
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// t0 is an arbitrary fixed start for fake clocks.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func readFile(t *testing.T, dir, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func parseCert(t *testing.T, certPEM []byte) *x509.Certificate {
+	t.Helper()
+	certs, err := parseCertificates(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certs[0]
+}
+
+func mustEnsure(t *testing.T, cfg PKIConfig) *PKI {
+	t.Helper()
+	p, err := EnsurePKI(cfg)
+	if err != nil {
+		t.Fatalf("EnsurePKI: %v", err)
+	}
+	return p
+}
+
+func TestEnsurePKIFirstCall(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	clk := testingclock.NewFakePassiveClock(t0)
+	p := mustEnsure(t, PKIConfig{Dir: dir, Hosts: []string{"Node-A.example.com", "10.0.0.7", "localhost"}, Clock: clk})
+
+	modes := map[string]fs.FileMode{}
+	for _, name := range []string{CACertFile, CAKeyFile, ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes[name] = fi.Mode().Perm()
+	}
+	wantModes := map[string]fs.FileMode{
+		CACertFile: 0o644, CAKeyFile: 0o600,
+		ServingCertFile: 0o644, ServingKeyFile: 0o600,
+		AdminCertFile: 0o644, AdminKeyFile: 0o600,
+	}
+	if diff := cmp.Diff(wantModes, modes); diff != "" {
+		t.Errorf("file modes (-want +got):\n%s", diff)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("dir mode = %v, %v; want 0700", fi.Mode().Perm(), err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 6 {
+		t.Errorf("dir holds %d entries, want the 6 files and no temporaries", len(entries))
+	}
+
+	if !bytes.Equal(p.CAPEM(), readFile(t, dir, CACertFile)) {
+		t.Error("CAPEM differs from ca.crt")
+	}
+	ca := parseCert(t, p.CAPEM())
+	if !ca.IsCA || ca.NotAfter.Sub(t0) < 9*365*24*time.Hour {
+		t.Errorf("CA: IsCA=%v NotAfter=%v; want a CA valid about ten years", ca.IsCA, ca.NotAfter)
+	}
+	if _, ok := ca.PublicKey.(*ecdsa.PublicKey); !ok {
+		t.Errorf("CA key is %T, want ECDSA", ca.PublicKey)
+	}
+
+	serving := parseCert(t, readFile(t, dir, ServingCertFile))
+	type names struct {
+		DNS []string
+		IPs []string
+	}
+	got := names{DNS: serving.DNSNames}
+	for _, ip := range serving.IPAddresses {
+		got.IPs = append(got.IPs, ip.String())
+	}
+	want := names{DNS: []string{"localhost", "node-a.example.com"}, IPs: []string{"127.0.0.1", "::1", "10.0.0.7"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("serving SANs (-want +got):\n%s", diff)
+	}
+	if _, err := serving.Verify(x509.VerifyOptions{Roots: p.CertPool(), DNSName: "node-a.example.com", CurrentTime: t0}); err != nil {
+		t.Errorf("serving cert does not verify for its host: %v", err)
+	}
+	if serving.NotAfter.Sub(t0) < 365*24*time.Hour-time.Minute {
+		t.Errorf("serving cert valid until %v, want at least a year", serving.NotAfter)
+	}
+
+	admin := parseCert(t, readFile(t, dir, AdminCertFile))
+	if admin.Subject.CommonName != "kubernetes-admin" || !cmp.Equal(admin.Subject.Organization, []string{"system:masters"}) {
+		t.Errorf("admin subject = %v, want CN=kubernetes-admin O=system:masters", admin.Subject)
+	}
+	if _, err := admin.Verify(x509.VerifyOptions{Roots: p.CertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: t0}); err != nil {
+		t.Errorf("admin cert does not verify as a client cert: %v", err)
+	}
+}
+
+func TestEnsurePKITwiceKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	clk := testingclock.NewFakePassiveClock(t0)
+	cfg := PKIConfig{Dir: dir, Hosts: []string{"knode.local"}, Clock: clk}
+	first := mustEnsure(t, cfg)
+	before := snapshot(t, dir)
+	clk.SetTime(t0.Add(24 * time.Hour))
+	second := mustEnsure(t, cfg)
+	if !bytes.Equal(first.CAPEM(), second.CAPEM()) {
+		t.Error("second EnsurePKI returned a different CA")
+	}
+	if diff := cmp.Diff(before, snapshot(t, dir)); diff != "" {
+		t.Errorf("second EnsurePKI changed files (-before +after):\n%s", diff)
+	}
+}
+
+// snapshot maps each PKI file to its content.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range []string{CACertFile, CAKeyFile, ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			out[name] = "<" + err.Error() + ">"
+			continue
+		}
+		out[name] = string(data)
+	}
+	return out
+}
+
+func TestEnsurePKIReissues(t *testing.T) {
+	// Leaves are issued at t0 and expire at t0+LeafValidity.
+	expiry := t0.Add(LeafValidity)
+	tests := []struct {
+		name string
+		// hosts for the second call; nil means the same as the first.
+		hosts []string
+		now   time.Time
+		// damage changes the directory before the second call.
+		damage func(t *testing.T, dir string)
+		// wantChanged lists the files the second call must rewrite; all
+		// others must stay byte for byte.
+		wantChanged []string
+	}{
+		{name: "nothing to do", now: t0.Add(time.Hour)},
+		{name: "a host removed keeps the cert", hosts: []string{}, now: t0},
+		{name: "new host", hosts: []string{"knode.local", "192.168.1.5"}, now: t0,
+			wantChanged: []string{ServingCertFile, ServingKeyFile}},
+		{name: "just outside the renewal window", now: expiry.Add(-RenewBefore),
+			wantChanged: nil},
+		{name: "just inside the renewal window", now: expiry.Add(-RenewBefore).Add(time.Second),
+			wantChanged: []string{ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile}},
+		{name: "expired", now: expiry.Add(time.Hour),
+			wantChanged: []string{ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile}},
+		{name: "serving key does not match (crash between writes)", now: t0,
+			damage: func(t *testing.T, dir string) {
+				key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+				keyPEM, _ := encodeKey(key)
+				if err := os.WriteFile(filepath.Join(dir, ServingKeyFile), keyPEM, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantChanged: []string{ServingCertFile, ServingKeyFile}},
+		{name: "admin cert missing", now: t0,
+			damage: func(t *testing.T, dir string) {
+				if err := os.Remove(filepath.Join(dir, AdminCertFile)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantChanged: []string{AdminCertFile, AdminKeyFile}},
+		{name: "serving cert is garbage", now: t0,
+			damage: func(t *testing.T, dir string) {
+				if err := os.WriteFile(filepath.Join(dir, ServingCertFile), []byte("junk"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantChanged: []string{ServingCertFile, ServingKeyFile}},
+		{name: "admin cert signed by another CA", now: t0,
+			damage: func(t *testing.T, dir string) {
+				other := mustEnsure(t, PKIConfig{Dir: t.TempDir(), Clock: testingclock.NewFakePassiveClock(t0)})
+				certPEM, keyPEM, err := other.IssueClientCert(AdminUser, []string{MastersGroup}, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(dir, AdminCertFile), certPEM, 0o644)
+				os.WriteFile(filepath.Join(dir, AdminKeyFile), keyPEM, 0o600)
+			},
+			wantChanged: []string{AdminCertFile, AdminKeyFile}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			clk := testingclock.NewFakePassiveClock(t0)
+			mustEnsure(t, PKIConfig{Dir: dir, Hosts: []string{"knode.local"}, Clock: clk})
+			if tc.damage != nil {
+				tc.damage(t, dir)
+			}
+			before := snapshot(t, dir)
+			clk.SetTime(tc.now)
+			hosts := tc.hosts
+			if hosts == nil {
+				hosts = []string{"knode.local"}
+			}
+			p := mustEnsure(t, PKIConfig{Dir: dir, Hosts: hosts, Clock: clk})
+			after := snapshot(t, dir)
+
+			var changed []string
+			for _, name := range []string{CACertFile, CAKeyFile, ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile} {
+				if before[name] != after[name] {
+					changed = append(changed, name)
+				}
+			}
+			if diff := cmp.Diff(tc.wantChanged, changed); diff != "" {
+				t.Errorf("rewritten files (-want +got):\n%s", diff)
+			}
+			served := p.TLSConfig().Certificates[0].Leaf
+			if served == nil || !bytes.Equal(served.Raw, parseCert(t, []byte(after[ServingCertFile])).Raw) {
+				t.Error("TLSConfig does not serve the certificate on disk")
+			}
+		})
+	}
+}
+
+func TestEnsurePKICAProblems(t *testing.T) {
+	tests := []struct {
+		name    string
+		damage  func(t *testing.T, dir string)
+		now     time.Time
+		wantErr error
+		// wantNewCA: the CA is regenerated rather than refused.
+		wantNewCA bool
+	}{
+		{name: "key missing", wantErr: ErrCAUnusable,
+			damage: func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, CAKeyFile)) }},
+		{name: "key of another CA", wantErr: ErrCAUnusable,
+			damage: func(t *testing.T, dir string) {
+				key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+				keyPEM, _ := encodeKey(key)
+				os.WriteFile(filepath.Join(dir, CAKeyFile), keyPEM, 0o600)
+			}},
+		{name: "certificate is not PEM", wantErr: ErrCAUnusable,
+			damage: func(t *testing.T, dir string) { os.WriteFile(filepath.Join(dir, CACertFile), []byte("x"), 0o644) }},
+		{name: "expired", now: t0.Add(CAValidity + time.Hour), wantErr: ErrCAUnusable},
+		{name: "certificate missing (crash before it was written)", wantNewCA: true,
+			damage: func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, CACertFile)) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			clk := testingclock.NewFakePassiveClock(t0)
+			first := mustEnsure(t, PKIConfig{Dir: dir, Clock: clk})
+			if tc.damage != nil {
+				tc.damage(t, dir)
+			}
+			if !tc.now.IsZero() {
+				clk.SetTime(tc.now)
+			}
+			p, err := EnsurePKI(PKIConfig{Dir: dir, Clock: clk})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantNewCA {
+				if bytes.Equal(p.CAPEM(), first.CAPEM()) {
+					t.Error("CA kept, want a new one")
+				}
+				// Leaves of the lost CA are replaced.
+				admin := parseCert(t, readFile(t, dir, AdminCertFile))
+				if err := admin.CheckSignatureFrom(parseCert(t, p.CAPEM())); err != nil {
+					t.Errorf("admin cert not reissued under the new CA: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestEnsurePKIBadConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     PKIConfig
+		wantErr string
+	}{
+		{name: "no dir", cfg: PKIConfig{}, wantErr: "dir: Required value"},
+		{name: "bad host", cfg: PKIConfig{Dir: "x", Hosts: []string{"ok", "under_score!"}}, wantErr: `hosts[1]: Invalid value: "under_score!"`},
+		{name: "empty host", cfg: PKIConfig{Dir: "x", Hosts: []string{""}}, wantErr: `hosts[0]: Invalid value: ""`},
+		{name: "zoned IP", cfg: PKIConfig{Dir: "x", Hosts: []string{"fe80::1%eth0"}}, wantErr: `hosts[0]: Invalid value: "fe80::1%eth0": an IP address in a certificate cannot carry a zone`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := EnsurePKI(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestServingNames(t *testing.T) {
+	tests := []struct {
+		name    string
+		hosts   []string
+		wantDNS []string
+		wantIPs []string
+	}{
+		{name: "none", wantDNS: []string{"localhost"}, wantIPs: []string{"127.0.0.1", "::1"}},
+		{name: "duplicates and case", hosts: []string{"LOCALHOST", "127.0.0.1", "::ffff:127.0.0.1", "a.b", "A.B"},
+			wantDNS: []string{"localhost", "a.b"}, wantIPs: []string{"127.0.0.1", "::1"}},
+		{name: "wildcard and v6", hosts: []string{"*.nodes.example", "2001:db8::1"},
+			wantDNS: []string{"localhost", "*.nodes.example"}, wantIPs: []string{"127.0.0.1", "::1", "2001:db8::1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dns, ips, err := servingNames(tc.hosts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotIPs []string
+			for _, ip := range ips {
+				gotIPs = append(gotIPs, ip.String())
+			}
+			if diff := cmp.Diff(tc.wantDNS, dns); diff != "" {
+				t.Errorf("DNS (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantIPs, gotIPs); diff != "" {
+				t.Errorf("IPs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadPKI(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadPKI(PKIConfig{Dir: dir}); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("LoadPKI of an empty dir: err = %v, want fs.ErrNotExist", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("LoadPKI wrote %d files", len(entries))
+	}
+	clk := testingclock.NewFakePassiveClock(t0)
+	want := mustEnsure(t, PKIConfig{Dir: dir, Clock: clk})
+	before := snapshot(t, dir)
+	// Inside the renewal window LoadPKI still loads and rewrites nothing.
+	clk.SetTime(t0.Add(LeafValidity - time.Hour))
+	got, err := LoadPKI(PKIConfig{Dir: dir, Hosts: []string{"new.host"}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(want.CAPEM(), got.CAPEM()) {
+		t.Error("LoadPKI returned a different CA")
+	}
+	if diff := cmp.Diff(before, snapshot(t, dir)); diff != "" {
+		t.Errorf("LoadPKI changed files:\n%s", diff)
+	}
+	clk.SetTime(t0.Add(LeafValidity + time.Hour))
+	if _, err := LoadPKI(PKIConfig{Dir: dir, Clock: clk}); err == nil || !strings.Contains(err.Error(), "expires") {
+		t.Errorf("LoadPKI with expired leaves: err = %v, want an expiry error", err)
+	}
+}
+
+func TestLoadForeignCAKeyFormats(t *testing.T) {
+	// A CA made elsewhere with an SEC 1 "EC PRIVATE KEY" is usable.
+	dir := t.TempDir()
+	certPEM, keyPEM, err := newCA(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := parsePrivateKey(keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(key.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, CACertFile), certPEM, 0o644)
+	os.WriteFile(filepath.Join(dir, CAKeyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+	p := mustEnsure(t, PKIConfig{Dir: dir, Clock: testingclock.NewFakePassiveClock(t0)})
+	if !bytes.Equal(p.CAPEM(), certPEM) {
+		t.Error("CA replaced")
+	}
+}
+
+func TestIssueClientCert(t *testing.T) {
+	clk := testingclock.NewFakePassiveClock(t0)
+	p := mustEnsure(t, PKIConfig{Dir: t.TempDir(), Clock: clk})
+	ca := parseCert(t, p.CAPEM())
+	tests := []struct {
+		name         string
+		user         string
+		groups       []string
+		ttl          time.Duration
+		wantNotAfter time.Time
+		wantErr      string
+	}{
+		{name: "node", user: "system:node:n1", groups: []string{"system:nodes"}, ttl: time.Hour, wantNotAfter: t0.Add(time.Hour)},
+		{name: "default ttl", user: "u", wantNotAfter: t0.Add(LeafValidity)},
+		{name: "capped at the CA", user: "u", ttl: 2 * CAValidity, wantNotAfter: ca.NotAfter},
+		{name: "no user", wantErr: "user: Required value"},
+		{name: "empty group", user: "u", groups: []string{"a", ""}, wantErr: `groups[1]: Invalid value: "": must not be empty`},
+		{name: "negative ttl", user: "u", ttl: -time.Second, wantErr: `ttl: Invalid value: "-1s"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			certPEM, keyPEM, err := p.IssueClientCert(tc.user, tc.groups, tc.ttl)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parsePrivateKey(keyPEM); err != nil {
+				t.Fatal(err)
+			}
+			c := parseCert(t, certPEM)
+			if diff := cmp.Diff(tc.user, c.Subject.CommonName); diff != "" {
+				t.Error(diff)
+			}
+			if diff := cmp.Diff(tc.groups, c.Subject.Organization); diff != "" {
+				t.Error(diff)
+			}
+			if !c.NotAfter.Equal(tc.wantNotAfter) {
+				t.Errorf("NotAfter = %v, want %v", c.NotAfter, tc.wantNotAfter)
+			}
+			if _, err := c.Verify(x509.VerifyOptions{Roots: p.CertPool(), CurrentTime: t0, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+				t.Errorf("issued cert does not verify: %v", err)
+			}
+			if len(c.DNSNames)+len(c.IPAddresses) != 0 {
+				t.Errorf("client cert carries SANs %v %v", c.DNSNames, c.IPAddresses)
+			}
+		})
+	}
+}
+
+func TestWriteFileAtomicReplaces(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := writeFileAtomic(path, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(path, []byte("two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	fi, _ := os.Stat(path)
+	if string(data) != "two" || fi.Mode().Perm() != 0o600 {
+		t.Errorf("got %q mode %v, want \"two\" 0600", data, fi.Mode().Perm())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d entries, want 1 (no temporaries left)", len(entries))
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
+		t.Error("write into a missing directory succeeded")
+	}
+}

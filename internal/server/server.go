@@ -1,0 +1,274 @@
+// Package server assembles `knode server`: storage (embedded or external
+// etcd), the cluster's credentials, the API server over HTTPS, and the
+// controllers that run beside it.
+//
+// Run blocks until its context ends, then shuts everything down. The data
+// directory holds the PKI, etcd's data (when embedded) and admin.kubeconfig;
+// nothing else is written.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"knode/internal/apiserver"
+	"knode/internal/auth"
+	"knode/internal/controller/namespace"
+	"knode/internal/openapi"
+	"knode/internal/registry"
+	eventreg "knode/internal/registry/event"
+	leasereg "knode/internal/registry/lease"
+	nsreg "knode/internal/registry/namespace"
+	nodereg "knode/internal/registry/node"
+	podreg "knode/internal/registry/pod"
+	"knode/internal/storage"
+	"knode/internal/storage/etcd"
+	"knode/internal/version"
+)
+
+// Config is what `knode server` takes from its flags.
+type Config struct {
+	// DataDir holds the PKI, admin.kubeconfig and embedded etcd's data.
+	DataDir string
+	// BindAddress and SecurePort are where HTTPS is served.
+	BindAddress string
+	SecurePort  int
+	// EtcdServers, when set, use an external etcd cluster instead of the
+	// embedded one.
+	EtcdServers []string
+	// TokenAuthFile is a static token file (token,user,uid,"groups").
+	TokenAuthFile string
+	// CompactionInterval is how often old revisions are compacted.
+	CompactionInterval time.Duration
+	// Clock drives every timer; zero value means the real clock.
+	Clock clock.WithTicker
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// OnReady, if set, is called once the server answers /readyz with ok.
+	OnReady func(s *Server)
+}
+
+// Defaults for Config.
+const (
+	DefaultBindAddress        = "127.0.0.1"
+	DefaultSecurePort         = 6443
+	DefaultCompactionInterval = 5 * time.Minute
+)
+
+// Server is a running `knode server`.
+type Server struct {
+	cfg            Config
+	pki            *auth.PKI
+	URL            string
+	KubeconfigPath string
+	loopback       *rest.Config
+}
+
+// Kinds are the resources this release serves.
+func Kinds() []registry.Kind {
+	return []registry.Kind{nsreg.Kind(), nodereg.Kind(), podreg.Kind(), eventreg.Kind(), leasereg.Kind()}
+}
+
+func (c *Config) setDefaults() error {
+	if c.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if c.BindAddress == "" {
+		c.BindAddress = DefaultBindAddress
+	}
+	if net.ParseIP(c.BindAddress) == nil {
+		return fmt.Errorf("--bind-address %q: must be an IP address", c.BindAddress)
+	}
+	if c.SecurePort < 0 || c.SecurePort > 65535 {
+		return fmt.Errorf("--secure-port %d: must be between 0 and 65535", c.SecurePort)
+	}
+	if c.CompactionInterval == 0 {
+		c.CompactionInterval = DefaultCompactionInterval
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.setDefaults(); err != nil {
+		return err
+	}
+	log := cfg.Logger
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	hosts := []string{cfg.BindAddress}
+	if h, err := os.Hostname(); err == nil {
+		hosts = append(hosts, h)
+	}
+	pki, err := auth.EnsurePKI(auth.PKIConfig{Dir: filepath.Join(cfg.DataDir, "pki"), Hosts: hosts, Clock: cfg.Clock})
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	store, err := openStorage(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	loopbackToken, err := randomToken()
+	if err != nil {
+		return err
+	}
+	authn := auth.UnionAuthenticator{loopbackAuthenticator(loopbackToken), pki.X509Authenticator()}
+	if cfg.TokenAuthFile != "" {
+		tf, err := auth.LoadTokenFile(cfg.TokenAuthFile)
+		if err != nil {
+			return err
+		}
+		authn = append(authn, tf)
+	}
+
+	kinds := Kinds()
+	oapi, err := openapi.NewHandler(kinds, version.GitVersion())
+	if err != nil {
+		return err
+	}
+	var ready atomic.Bool
+	api, err := apiserver.New(apiserver.Config{
+		Storage:       store,
+		Kinds:         kinds,
+		Authenticator: authn,
+		Authorizer:    auth.UnionAuthorizer{auth.MastersAuthorizer{}},
+		Clock:         cfg.Clock,
+		Version:       version.Info(),
+		OpenAPI:       oapi,
+		Logger:        log,
+		Ready: func() error {
+			if !ready.Load() {
+				return errors.New("starting")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := api.EnsureNamespaces(ctx); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.SecurePort)))
+	if err != nil {
+		return fmt.Errorf("listening on %s:%d: %w", cfg.BindAddress, cfg.SecurePort, err)
+	}
+	url := "https://" + ln.Addr().String()
+	kubeconfig := filepath.Join(cfg.DataDir, "admin.kubeconfig")
+	if err := auth.WriteAdminKubeconfig(pki, url, kubeconfig); err != nil {
+		ln.Close()
+		return err
+	}
+	httpServer := &http.Server{
+		Handler:           api,
+		TLSConfig:         pki.TLSConfig(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpServer.ServeTLS(ln, "", "") }()
+
+	srv := &Server{cfg: cfg, pki: pki, URL: url, KubeconfigPath: kubeconfig}
+	srv.loopback = &rest.Config{
+		Host:            url,
+		BearerToken:     loopbackToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: pki.CAPEM()},
+		QPS:             -1,
+		UserAgent:       "knode-server",
+	}
+
+	compactor, err := storage.NewCompactor(storage.CompactorConfig{Store: store, Clock: cfg.Clock, Interval: cfg.CompactionInterval})
+	if err != nil {
+		return err
+	}
+	go compactor.Run(ctx)
+	nsController, err := namespace.New(namespace.Config{Rest: srv.loopback, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	go nsController.Run(ctx)
+
+	ready.Store(true)
+	log.Info("knode server ready", "url", url, "kubeconfig", kubeconfig)
+	if cfg.OnReady != nil {
+		cfg.OnReady(srv)
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving: %w", err)
+		}
+	}
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	_ = httpServer.Shutdown(shutdownCtx)
+	return nil
+}
+
+// LoopbackConfig is a client config with full access, for components that
+// run in the server's process.
+func (s *Server) LoopbackConfig() *rest.Config { return rest.CopyConfig(s.loopback) }
+
+// PKI is the cluster's credentials.
+func (s *Server) PKI() *auth.PKI { return s.pki }
+
+func openStorage(ctx context.Context, cfg Config) (storage.Interface, error) {
+	if len(cfg.EtcdServers) > 0 {
+		return etcd.NewClient(ctx, etcd.ClientConfig{Endpoints: cfg.EtcdServers})
+	}
+	return etcd.NewEmbedded(ctx, etcd.EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "etcd")})
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// loopbackAuthenticator admits the in-process components, which hold a
+// token that lives only as long as this process.
+type loopbackAuthenticator string
+
+func (l loopbackAuthenticator) Authenticate(r *http.Request) (*auth.User, bool, error) {
+	const prefix = "Bearer "
+	h := r.Header.Get("Authorization")
+	if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
+		return nil, false, nil
+	}
+	if subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(l)) != 1 {
+		return nil, false, nil
+	}
+	return &auth.User{Name: "system:apiserver", Groups: []string{"system:masters", "system:authenticated"}}, true, nil
+}
