@@ -292,6 +292,15 @@ func (s *Server) admit(ctx context.Context, a AdmissionAttributes) error {
 	return nil
 }
 
+// bodyRV is the resourceVersion an update body names ("" for none).
+func bodyRV(obj runtime.Object) string {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return accessor.GetResourceVersion()
+}
+
 func nameOf(obj runtime.Object) string {
 	accessor, err := meta.Accessor(obj)
 	if err != nil {
@@ -343,7 +352,9 @@ func (s *Server) update(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return s.finalizeNamespace(ctx, w, r, st, a.Name, obj, wo)
 	}
 	fn := func(current runtime.Object) (runtime.Object, error) { return obj.DeepCopyObject(), nil }
-	updated, err := st.Update(ctx, namespace, a.Name, fn, s.updateOptions(ctx, st, namespace, a, wo))
+	uo := s.updateOptions(ctx, st, namespace, a, wo)
+	uo.expectedRV = bodyRV(obj)
+	updated, err := st.Update(ctx, namespace, a.Name, fn, uo)
 	if err != nil {
 		return err
 	}

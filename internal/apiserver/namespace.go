@@ -63,6 +63,7 @@ func (s *Server) finalizeNamespace(ctx context.Context, w http.ResponseWriter, r
 // finalizer is left.
 func (st *objectStore) finalize(ctx context.Context, name string, fn updateFunc, dryRun bool) (runtime.Object, error) {
 	for attempt := 0; attempt <= maxUpdateRetries; attempt++ {
+		st.recent.forget(st.key("", name))
 		kv, err := st.storage.Get(ctx, st.key("", name))
 		if err != nil {
 			return nil, storageError(err, st.gr, name)

@@ -33,6 +33,10 @@ type objectStore struct {
 	clock   clock.PassiveClock
 	gr      schema.GroupResource
 	prefix  string // "/registry/<resource>/"
+	// recent remembers the last version of each object this server read or
+	// wrote, so an update can skip reading storage first. The storage
+	// compare-and-swap stays the arbiter: a stale entry costs a retry.
+	recent *recentObjects
 }
 
 func newObjectStore(k *registry.Kind, s storage.Interface, c clock.PassiveClock) *objectStore {
@@ -42,6 +46,7 @@ func newObjectStore(k *registry.Kind, s storage.Interface, c clock.PassiveClock)
 		clock:   c,
 		gr:      schema.GroupResource{Group: k.GroupVersion.Group, Resource: k.Resource},
 		prefix:  "/registry/" + k.Resource + "/",
+		recent:  newRecentObjects(),
 	}
 }
 
@@ -101,7 +106,11 @@ func (s *objectStore) Get(ctx context.Context, namespace, name string) (runtime.
 	if err != nil {
 		return nil, storageError(err, s.gr, name)
 	}
-	return s.decode(kv.Value, kv.ModRevision)
+	obj, err := s.decode(kv.Value, kv.ModRevision)
+	if err == nil {
+		s.recent.remember(kv.Key, kv.ModRevision, obj)
+	}
+	return obj, err
 }
 
 // createOptions are the parts of a create request the store needs.
@@ -158,11 +167,13 @@ func (s *objectStore) Create(ctx context.Context, namespace string, obj runtime.
 	if err != nil {
 		return nil, err
 	}
-	rev, err := s.storage.Create(ctx, s.key(namespace, accessor.GetName()), data)
+	key := s.key(namespace, accessor.GetName())
+	rev, err := s.storage.Create(ctx, key, data)
 	if err != nil {
 		return nil, storageError(err, s.gr, accessor.GetName())
 	}
 	setRevision(obj, rev)
+	s.recent.remember(key, rev, obj)
 	return obj, nil
 }
 
@@ -207,6 +218,9 @@ type updateOptions struct {
 	dryRun bool
 	// admit runs after the Kind's preparation and before validation.
 	admit func(obj, old runtime.Object) error
+	// expectedRV is the resourceVersion the request's object names, when
+	// known before fn runs; empty when the update is unconditional.
+	expectedRV string
 }
 
 // maxUpdateRetries bounds the retries of an update whose new object names
@@ -219,21 +233,41 @@ const maxUpdateRetries = 10
 // otherwise); one without is retried on conflict. An update that changes
 // nothing writes nothing and returns the stored object.
 func (s *objectStore) Update(ctx context.Context, namespace, name string, fn updateFunc, opts updateOptions) (runtime.Object, error) {
+	key := s.key(namespace, name)
+	useRecent := true
 	for attempt := 0; ; attempt++ {
-		kv, err := s.storage.Get(ctx, s.key(namespace, name))
-		if err != nil {
-			return nil, storageError(err, s.gr, name)
-		}
-		current, err := s.decode(kv.Value, kv.ModRevision)
-		if err != nil {
-			return nil, err
+		current, rev, fromRecent := s.recent.lookup(key, opts.expectedRV)
+		if !useRecent || !fromRecent {
+			fromRecent = false
+			kv, err := s.storage.Get(ctx, key)
+			if err != nil {
+				s.recent.forget(key)
+				return nil, storageError(err, s.gr, name)
+			}
+			if current, err = s.decode(kv.Value, kv.ModRevision); err != nil {
+				return nil, err
+			}
+			rev = kv.ModRevision
 		}
 		obj, err := fn(current.DeepCopyObject())
-		if err != nil {
-			return nil, err
+		var result runtime.Object
+		if err == nil {
+			result, err = s.applyUpdate(ctx, namespace, name, obj, current, rev, opts)
 		}
-		result, err := s.applyUpdate(ctx, namespace, name, obj, current, kv.ModRevision, opts)
+		if err != nil && fromRecent {
+			// Judge every failure, and every no-op, against the stored
+			// object rather than a remembered one.
+			useRecent = false
+			attempt--
+			continue
+		}
+		if err == nil && fromRecent && result == current {
+			useRecent = false
+			attempt--
+			continue
+		}
 		if errors.Is(err, errRetry) && attempt < maxUpdateRetries {
+			useRecent = false
 			continue
 		}
 		if errors.Is(err, errRetry) {
@@ -319,6 +353,7 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 	// An object being deleted whose last finalizer went is removed.
 	if accessor.GetDeletionTimestamp() != nil && len(accessor.GetFinalizers()) == 0 && s.finalized(obj) {
 		kv, err := s.storage.Delete(ctx, s.key(namespace, name), rev)
+		s.recent.forget(s.key(namespace, name))
 		if errors.Is(err, storage.ErrConflict) {
 			return nil, s.conflictOrRetry(explicitRV, name)
 		}
@@ -332,7 +367,8 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 	if err != nil {
 		return nil, err
 	}
-	newRev, err := s.storage.Update(ctx, s.key(namespace, name), data, rev)
+	key := s.key(namespace, name)
+	newRev, err := s.storage.Update(ctx, key, data, rev)
 	if errors.Is(err, storage.ErrConflict) {
 		return nil, s.conflictOrRetry(explicitRV, name)
 	}
@@ -340,6 +376,7 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 		return nil, storageError(err, s.gr, name)
 	}
 	setRevision(obj, newRev)
+	s.recent.remember(key, newRev, obj)
 	return obj, nil
 }
 
@@ -423,12 +460,14 @@ func (s *objectStore) deleteOnce(ctx context.Context, namespace, name string, op
 			return nil, false, storageError(err, s.gr, name)
 		}
 		setRevision(obj, rev)
+		s.recent.remember(kv.Key, rev, obj)
 		return obj, false, nil
 	}
 	if opts.dryRun {
 		return obj, true, nil
 	}
 	deleted, err := s.storage.Delete(ctx, kv.Key, kv.ModRevision)
+	s.recent.forget(kv.Key)
 	if errors.Is(err, storage.ErrConflict) {
 		return nil, false, errRetry
 	}

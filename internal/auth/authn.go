@@ -1,11 +1,14 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/utils/clock"
 )
@@ -57,21 +60,35 @@ type X509Config struct {
 // X509Authenticator authenticates the client certificate of a TLS request:
 // the common name is the user, each organization a group.
 //
-// It verifies the chain itself - against Roots, for client authentication,
-// at the clock's now - rather than trusting the handshake, so a certificate
-// that expires during a long-lived connection stops working, as upstream's
-// does. Each call costs one chain verification.
+// It verifies the chain itself - against Roots, for client authentication -
+// rather than trusting the handshake, and checks the chain's validity at the
+// clock's now on every request, so a certificate that expires during a
+// long-lived connection stops working, as upstream's does. A verified chain
+// is remembered by the certificates' fingerprint, so that repeated requests
+// cost a hash and a time comparison instead of a signature check.
 type X509Authenticator struct {
 	roots *x509.CertPool
 	clock clock.PassiveClock
+
+	mu       sync.Mutex
+	verified map[[sha256.Size]byte]validity
 }
+
+// validity is the window in which every certificate of a verified chain is
+// valid.
+type validity struct {
+	notBefore, notAfter time.Time
+}
+
+// maxVerifiedChains bounds the verification cache; it is cleared when full.
+const maxVerifiedChains = 16384
 
 // NewX509Authenticator returns an authenticator for cfg.
 func NewX509Authenticator(cfg X509Config) *X509Authenticator {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &X509Authenticator{roots: cfg.Roots, clock: cfg.Clock}
+	return &X509Authenticator{roots: cfg.Roots, clock: cfg.Clock, verified: map[[sha256.Size]byte]validity{}}
 }
 
 // Authenticate implements Authenticator. A request without a client
@@ -82,24 +99,68 @@ func (a *X509Authenticator) Authenticate(r *http.Request) (*User, bool, error) {
 		return nil, false, nil
 	}
 	leaf := r.TLS.PeerCertificates[0]
-	opts := x509.VerifyOptions{
-		Roots:       a.roots,
-		CurrentTime: a.clock.Now(),
-		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if len(r.TLS.PeerCertificates) > 1 {
-		opts.Intermediates = x509.NewCertPool()
-		for _, c := range r.TLS.PeerCertificates[1:] {
-			opts.Intermediates.AddCert(c)
+	now := a.clock.Now()
+	key := chainKey(r.TLS.PeerCertificates)
+	a.mu.Lock()
+	v, known := a.verified[key]
+	a.mu.Unlock()
+	if !known || now.Before(v.notBefore) || now.After(v.notAfter) {
+		window, err := a.verify(r.TLS.PeerCertificates, now)
+		if err != nil {
+			return nil, false, fmt.Errorf("verifying certificate %s failed: %w", certificateID(leaf), err)
 		}
-	}
-	if _, err := leaf.Verify(opts); err != nil {
-		return nil, false, fmt.Errorf("verifying certificate %s failed: %w", certificateID(leaf), err)
+		a.mu.Lock()
+		if len(a.verified) >= maxVerifiedChains {
+			clear(a.verified)
+		}
+		a.verified[key] = window
+		a.mu.Unlock()
 	}
 	if leaf.Subject.CommonName == "" {
 		return nil, false, nil
 	}
 	return newUser(leaf.Subject.CommonName, "", leaf.Subject.Organization), true, nil
+}
+
+// verify checks the presented chain at now and returns the window in which
+// the chain it verified stays valid.
+func (a *X509Authenticator) verify(certs []*x509.Certificate, now time.Time) (validity, error) {
+	opts := x509.VerifyOptions{
+		Roots:       a.roots,
+		CurrentTime: now,
+		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if len(certs) > 1 {
+		opts.Intermediates = x509.NewCertPool()
+		for _, c := range certs[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+	}
+	chains, err := certs[0].Verify(opts)
+	if err != nil {
+		return validity{}, err
+	}
+	w := validity{notBefore: certs[0].NotBefore, notAfter: certs[0].NotAfter}
+	for _, c := range chains[0] {
+		if c.NotBefore.After(w.notBefore) {
+			w.notBefore = c.NotBefore
+		}
+		if c.NotAfter.Before(w.notAfter) {
+			w.notAfter = c.NotAfter
+		}
+	}
+	return w, nil
+}
+
+// chainKey fingerprints the certificates a client presented.
+func chainKey(certs []*x509.Certificate) [sha256.Size]byte {
+	h := sha256.New()
+	for _, c := range certs {
+		h.Write(c.Raw)
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	return key
 }
 
 // certificateID names a certificate in errors without its secrets.

@@ -309,3 +309,28 @@ func TestNodeKubeconfigEndToEnd(t *testing.T) {
 		t.Errorf("server saw node %q (status %d), want worker-1", body, resp.StatusCode)
 	}
 }
+
+// A chain verified once is remembered, but its validity is still judged at
+// every request: the same certificate stops working when it expires.
+func TestX509AuthenticatorCacheHonoursExpiry(t *testing.T) {
+	clk := testingclock.NewFakePassiveClock(t0)
+	p := mustEnsure(t, PKIConfig{Dir: t.TempDir(), Clock: clk})
+	certPEM, _, err := p.IssueClientCert("alice", []string{"devs"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := p.X509Authenticator()
+	a.clock = clk
+	for i := 0; i < 2; i++ {
+		if u, ok, err := a.Authenticate(tlsRequest(t, certPEM)); err != nil || !ok || u.Name != "alice" {
+			t.Fatalf("request %d within validity: %v %v %v", i, u, ok, err)
+		}
+	}
+	if len(a.verified) != 1 {
+		t.Errorf("cache holds %d chains, want 1", len(a.verified))
+	}
+	clk.SetTime(t0.Add(2 * time.Hour))
+	if _, ok, err := a.Authenticate(tlsRequest(t, certPEM)); ok || err == nil {
+		t.Errorf("expired certificate accepted from cache: ok=%v err=%v", ok, err)
+	}
+}

@@ -1,0 +1,60 @@
+package apiserver
+
+import (
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// maxRecentObjects bounds recentObjects; it is cleared when full.
+const maxRecentObjects = 65536
+
+// recentObjects maps storage keys to the last version of the object this
+// server read or wrote. Entries may be stale when other servers write the
+// same store; callers must let a compare-and-swap decide.
+type recentObjects struct {
+	mu    sync.Mutex
+	items map[string]recentEntry
+}
+
+type recentEntry struct {
+	rev int64
+	obj runtime.Object // never handed out; lookup copies it
+}
+
+func newRecentObjects() *recentObjects {
+	return &recentObjects{items: map[string]recentEntry{}}
+}
+
+// lookup returns a copy of the remembered object of key and its revision.
+// With wantRV set, only a version with that resourceVersion is returned.
+func (r *recentObjects) lookup(key, wantRV string) (runtime.Object, int64, bool) {
+	r.mu.Lock()
+	e, ok := r.items[key]
+	r.mu.Unlock()
+	if !ok || (wantRV != "" && strconv.FormatInt(e.rev, 10) != wantRV) {
+		return nil, 0, false
+	}
+	return e.obj.DeepCopyObject(), e.rev, true
+}
+
+// remember records obj as key's version rev, unless a newer one is known.
+func (r *recentObjects) remember(key string, rev int64, obj runtime.Object) {
+	cp := obj.DeepCopyObject()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.items[key]; ok && e.rev >= rev {
+		return
+	}
+	if len(r.items) >= maxRecentObjects {
+		clear(r.items)
+	}
+	r.items[key] = recentEntry{rev: rev, obj: cp}
+}
+
+func (r *recentObjects) forget(key string) {
+	r.mu.Lock()
+	delete(r.items, key)
+	r.mu.Unlock()
+}
