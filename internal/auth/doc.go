@@ -17,10 +17,13 @@
 //   - It writes no HTTP responses; the API server turns outcomes into
 //     metav1.Status replies.
 //   - There is no RBAC and no anonymous user: identities outside
-//     system:masters get NoOpinion here, which the API server refuses.
-//   - The node authorizer (section 13 of the reference) plugs into Chain; it
-//     lives in its own file once built. Admission (NodeRestriction) lives in
-//     internal/admission.
+//     system:masters get NoOpinion here, which the API server refuses,
+//     except node identities, which NodeAuthorizer (node.go, section 13 of
+//     the reference) judges, and discovery paths, which
+//     DiscoveryAuthorizer opens to every authenticated user when it is in
+//     the chain. NodeAuthorizer plugs into Chain and needs NodeRestriction
+//     admission (internal/admission/noderestriction) to narrow the writes
+//     it allows.
 //   - Certificates are never revoked and files are not watched: a change on
 //     disk takes effect at the next EnsurePKI or LoadTokenFile.
 package auth

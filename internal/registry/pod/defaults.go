@@ -15,11 +15,13 @@ import (
 // pieces of v1<->internal conversion that change what a client reads back
 // (serviceAccount mirrors serviceAccountName; podIP and podIPs agree).
 //
-// Not defaulted here, as upstream: spec.priority (the Priority admission
-// plugin owns it), spec.preemptionPolicy (same), container resizePolicy, and
-// pod-level spec.resources (the PodLevelResources defaulting is not served).
-// Volume sources other than the seven this server validates keep whatever the
-// client sent.
+// Left alone, as upstream leaves them: spec.priority and
+// spec.preemptionPolicy (the Priority admission plugin's job), tolerations,
+// and container resizePolicy. Not reproduced: upstream's PodLevelResources
+// defaulting of pod-level spec.resources (its quantities are only rounded),
+// and the defaults of volume sources other than the seven validated here.
+// One addition: a zero quantity written with an exponent becomes a plain
+// zero (see plainZero).
 
 // defaultPod is Kind.Default.
 func defaultPod(obj runtime.Object) {

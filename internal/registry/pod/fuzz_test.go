@@ -1,8 +1,6 @@
 package pod
 
 import (
-	"fmt"
-	"os"
 	"encoding/json"
 	"regexp"
 	"testing"
@@ -73,22 +71,10 @@ func FuzzValidatePod(f *testing.F) {
 	}
 	k := Kind()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		start := time.Now()
-		stage := "decode"
-		defer func() {
-			if time.Since(start) > time.Second {
-				os.WriteFile(fmt.Sprintf("/tmp/podscratch/slow-%s-%d", stage, time.Now().UnixNano()), data, 0o644)
-			}
-		}()
 		pod, ok := decodeFuzzPod(data)
 		if !ok {
 			return
 		}
-		if time.Since(start) > time.Second {
-			stage = "decodeonly"
-			return
-		}
-		stage = "body"
 		old := pod.DeepCopy()
 
 		k.Default(pod)

@@ -35,6 +35,10 @@ package pod
 //     shareProcessNamespace with hostPID), hostUsers=false with host
 //     namespaces, ephemeral containers refused on create.
 //
+// Added here, not upstream: any quantity in the spec of 1e40 or more is
+// refused (see maxQuantityDigits), because exact arithmetic on it would hold
+// the request for minutes.
+//
 // Deliberately not covered:
 //   - ephemeral container contents (the ephemeralcontainers subresource is
 //     not served, so they can never be set) and in-place resize (no resize
@@ -44,9 +48,9 @@ package pod
 //     namespaced-sysctl/host-namespace conflict, seccomp and AppArmor
 //     annotations and their agreement with fields
 //   - topologySpreadConstraints, pod affinity matchLabelKeys and
-//     mismatchLabelKeys, pod-level spec.resources, resourceClaims and
-//     resource claim references, hugepage size divisibility, OS-specific
-//     field restrictions, container restartPolicyRules
+//     mismatchLabelKeys, pod-level spec.resources (beyond the size bound),
+//     resourceClaims and claim references, hugepage size divisibility,
+//     OS-specific field restrictions, container restartPolicyRules
 //   - the inner shape of volume sources other than the seven listed above
 //
 // Like upstream, terminationGracePeriodSeconds may be negative (deletion then

@@ -1,0 +1,227 @@
+// Package fake implements host.Host as a settable, deterministic machine for
+// tests and the simulator.
+//
+// A Host holds a State; Update changes it atomically and every host.Host
+// method reads it. Values returned never alias the State, so a caller may
+// keep or modify them. All methods are safe for concurrent use.
+//
+// What it does not do: simulate anything by itself. Memory does not fill up
+// and disks do not drain unless a test or a scenario calls Update.
+package fake
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"knode/internal/agent/host"
+)
+
+// State is everything the fake machine reports.
+type State struct {
+	Hostname  string
+	Network   host.Network
+	CPUs      int
+	Memory    host.Memory
+	Hugepages []host.Hugepages
+	// Filesystem is reported for every path not in Filesystems.
+	Filesystem  host.Filesystem
+	Filesystems map[string]host.Filesystem
+	PIDs        host.PIDs
+	IDs         host.IDs
+	OS          host.OS
+	// Errs makes the reading of a fact fail with the given error. The
+	// hostname has no Fact; set HostnameErr instead.
+	Errs        map[host.Fact]error
+	HostnameErr error
+}
+
+// Host is a fake machine.
+type Host struct {
+	mu    sync.Mutex
+	state State
+}
+
+var _ host.Host = (*Host)(nil)
+
+// New returns a Host reporting s. New copies s.
+func New(s State) *Host {
+	return &Host{state: s.clone()}
+}
+
+// Machine returns the State of a plausible, deterministic Linux machine
+// named name, with address ip (an IPv4 address on eth0 holding the default
+// route): 4 CPUs, 8Gi of memory of which 6Gi available, 100Gi of disk of
+// which 60Gi available, no hugepages reserved, and IDs derived from name.
+func Machine(name string, ip netip.Addr) State {
+	prefix := netip.PrefixFrom(ip, 24)
+	if ip.Is6() {
+		prefix = netip.PrefixFrom(ip, 64)
+	}
+	family := host.FamilyOf(ip)
+	return State{
+		Hostname: name,
+		Network: host.Network{
+			Interfaces: []host.Interface{
+				{Name: "lo", Flags: net.FlagUp | net.FlagLoopback, Addrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8"), netip.MustParsePrefix("::1/128")}},
+				{Name: "eth0", Flags: net.FlagUp | net.FlagBroadcast | net.FlagMulticast, Addrs: []netip.Prefix{prefix}},
+			},
+			DefaultRoutes: []host.Route{{Interface: "eth0", Family: family}},
+		},
+		CPUs:   4,
+		Memory: host.Memory{Capacity: 8 << 30, Available: 6 << 30},
+		Hugepages: []host.Hugepages{
+			{PageSize: 2 << 20, Pages: 0},
+			{PageSize: 1 << 30, Pages: 0},
+		},
+		Filesystem: host.Filesystem{Capacity: 100 << 30, Available: 60 << 30, Inodes: 6553600, InodesFree: 6000000},
+		PIDs:       host.PIDs{Max: 4194304, Running: 300},
+		IDs: host.IDs{
+			MachineID:  "machine-" + name,
+			SystemUUID: "system-" + name,
+			BootID:     "boot-" + name,
+		},
+		OS: host.OS{
+			KernelVersion:   "6.1.0-knode",
+			OSImage:         "knode simulated Linux",
+			OperatingSystem: "linux",
+			Architecture:    "amd64",
+		},
+	}
+}
+
+// Update calls fn with the state under the host's lock; fn may change any
+// field. Readers see either the whole change or none of it.
+func (h *Host) Update(fn func(s *State)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fn(&h.state)
+	h.state = h.state.clone()
+}
+
+// State returns a copy of the current state.
+func (h *Host) State() State {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state.clone()
+}
+
+// Hostname implements host.Host.
+func (h *Host) Hostname() (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state.HostnameErr != nil {
+		return "", h.state.HostnameErr
+	}
+	return h.state.Hostname, nil
+}
+
+// Network implements host.Host.
+func (h *Host) Network() (host.Network, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.state.Errs[host.FactNetwork]; err != nil {
+		return host.Network{}, err
+	}
+	return h.state.clone().Network, nil
+}
+
+// CPUs implements host.Host.
+func (h *Host) CPUs() (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.state.Errs[host.FactCPUs]; err != nil {
+		return 0, err
+	}
+	return h.state.CPUs, nil
+}
+
+// Memory implements host.Host.
+func (h *Host) Memory() (host.Memory, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.state.Errs[host.FactMemory]; err != nil {
+		return host.Memory{}, err
+	}
+	return h.state.Memory, nil
+}
+
+// Hugepages implements host.Host.
+func (h *Host) Hugepages() ([]host.Hugepages, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.state.Errs[host.FactHugepages]; err != nil {
+		return nil, err
+	}
+	return slices.Clone(h.state.Hugepages), nil
+}
+
+// Filesystem implements host.Host. The error set for host.FactRootFS
+// applies to every path.
+func (h *Host) Filesystem(path string) (host.Filesystem, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.state.Errs[host.FactRootFS]; err != nil {
+		return host.Filesystem{}, err
+	}
+	if fs, ok := h.state.Filesystems[path]; ok {
+		return fs, nil
+	}
+	return h.state.Filesystem, nil
+}
+
+// PIDs implements host.Host.
+func (h *Host) PIDs() (host.PIDs, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.state.Errs[host.FactPIDs]; err != nil {
+		return host.PIDs{}, err
+	}
+	return h.state.PIDs, nil
+}
+
+// IDs implements host.Host.
+func (h *Host) IDs() (host.IDs, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.state.Errs[host.FactIDs]; err != nil {
+		return host.IDs{}, err
+	}
+	return h.state.IDs, nil
+}
+
+// OS implements host.Host.
+func (h *Host) OS() (host.OS, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.state.Errs[host.FactOS]; err != nil {
+		return host.OS{}, err
+	}
+	return h.state.OS, nil
+}
+
+// clone returns a deep copy of s, so no slice or map is shared.
+func (s State) clone() State {
+	out := s
+	out.Network.Interfaces = nil
+	for _, i := range s.Network.Interfaces {
+		i.Addrs = slices.Clone(i.Addrs)
+		out.Network.Interfaces = append(out.Network.Interfaces, i)
+	}
+	out.Network.DefaultRoutes = slices.Clone(s.Network.DefaultRoutes)
+	out.Hugepages = slices.Clone(s.Hugepages)
+	if s.Filesystems != nil {
+		out.Filesystems = make(map[string]host.Filesystem, len(s.Filesystems))
+		for k, v := range s.Filesystems {
+			out.Filesystems[k] = v
+		}
+	}
+	if s.Errs != nil {
+		out.Errs = make(map[host.Fact]error, len(s.Errs))
+		for k, v := range s.Errs {
+			out.Errs[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,300 @@
+// Package host puts every machine fact the node agent reports behind one
+// narrow interface, Host, and gathers them into a Facts snapshot once per
+// status sync.
+//
+// What it owns: the shape of the facts (hostname, interfaces and default
+// routes, CPU count, memory, hugepages, the filesystem under the agent's root
+// directory, PID limits, machine/system/boot IDs, kernel and OS), and
+// Snapshot, which reads them all and records which readings failed.
+//
+// Implementations: host/linux reads /proc, /sys, /etc and statfs; host/fake
+// is a settable in-memory machine for tests and the simulator.
+//
+// What callers must do: call Snapshot (or the methods) from one place per
+// sync; every method is cheap enough to call every 10 s, takes no lock the
+// caller could deadlock on, and does not cache across calls unless its
+// implementation says so.
+//
+// What it does not do: decide anything. Turning facts into node status
+// (capacity, allocatable, pressure, addresses) is internal/agent/nodestatus.
+package host
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+)
+
+// Host is the machine as the node agent sees it. Every method reads current
+// values; a reading that cannot be taken returns an error that names what
+// was read (for Linux, the file).
+type Host interface {
+	// Hostname is the kernel's host name, as os.Hostname returns it (not
+	// lowercased; the agent applies --hostname-override and lowercasing).
+	Hostname() (string, error)
+	// Network lists the interfaces with their addresses and the default
+	// routes, which node address detection needs.
+	Network() (Network, error)
+	// CPUs is the number of online logical CPUs of the machine (not the
+	// cgroup quota or the process affinity), as cAdvisor reports cores.
+	CPUs() (int, error)
+	// Memory is the machine's memory capacity and what the eviction manager
+	// counts as available.
+	Memory() (Memory, error)
+	// Hugepages lists every hugepage size the kernel supports, including
+	// sizes with no pages reserved, ordered by page size.
+	Hugepages() ([]Hugepages, error)
+	// Filesystem describes the filesystem holding path (statfs).
+	Filesystem(path string) (Filesystem, error)
+	// PIDs is the task limit and the number of tasks now running.
+	PIDs() (PIDs, error)
+	// IDs are the machine, system and boot identifiers.
+	IDs() (IDs, error)
+	// OS describes the kernel, the distribution and the Go platform.
+	OS() (OS, error)
+}
+
+// Family is an IP address family.
+type Family int
+
+const (
+	// IPv4 is the IPv4 family.
+	IPv4 Family = 4
+	// IPv6 is the IPv6 family.
+	IPv6 Family = 6
+)
+
+// String returns "IPv4" or "IPv6".
+func (f Family) String() string {
+	switch f {
+	case IPv4:
+		return "IPv4"
+	case IPv6:
+		return "IPv6"
+	}
+	return fmt.Sprintf("Family(%d)", int(f))
+}
+
+// FamilyOf reports the family of ip. An IPv4-mapped IPv6 address counts as
+// IPv4, as net.IP.To4 treats it.
+func FamilyOf(ip netip.Addr) Family {
+	if ip.Unmap().Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+// Interface is one network interface.
+type Interface struct {
+	Name string
+	// Flags carries net.FlagUp, net.FlagLoopback, net.FlagPointToPoint, ...
+	Flags net.Flags
+	// Addrs are the interface's addresses with their prefix lengths, in the
+	// order the kernel lists them. IPv4 addresses are 4-byte (not mapped).
+	Addrs []netip.Prefix
+}
+
+// Up reports whether the interface is administratively up.
+func (i Interface) Up() bool { return i.Flags&net.FlagUp != 0 }
+
+// Route is one default route (destination 0.0.0.0/0 or ::/0).
+type Route struct {
+	// Interface is the name of the interface the route leaves by.
+	Interface string
+	Family    Family
+	// Gateway is the next hop; IPv6 default routes without one are not
+	// listed (upstream treats them as loopback artefacts).
+	Gateway netip.Addr
+}
+
+// Network is what node IP detection needs to know about the network.
+type Network struct {
+	// Interfaces lists every interface, in kernel index order.
+	Interfaces []Interface
+	// DefaultRoutes lists the default routes, IPv4 ones first, each family
+	// in routing-table order.
+	DefaultRoutes []Route
+	// NoRouteTable is true when the machine has no IPv4 routing table to
+	// read (no /proc/net/route). Detection then scans the interfaces instead
+	// of following default routes, as upstream does.
+	NoRouteTable bool
+}
+
+// DefaultRouteInterfaces returns the interfaces holding a default route of
+// family f, in routing-table order, without duplicates.
+func (n Network) DefaultRouteInterfaces(f Family) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range n.DefaultRoutes {
+		if r.Family != f || seen[r.Interface] {
+			continue
+		}
+		seen[r.Interface] = true
+		names = append(names, r.Interface)
+	}
+	return names
+}
+
+// Memory describes the machine's memory, in bytes.
+type Memory struct {
+	// Capacity is MemTotal.
+	Capacity uint64
+	// Available is the eviction manager's memory.available signal: capacity
+	// minus the working set of the whole machine. See the implementation for
+	// how it is approximated.
+	Available uint64
+}
+
+// Hugepages is the reservation for one hugepage size.
+type Hugepages struct {
+	// PageSize is the size of one page in bytes (2097152 for 2Mi pages).
+	PageSize uint64
+	// Pages is the number of pages reserved (nr_hugepages).
+	Pages uint64
+}
+
+// Filesystem describes one mounted filesystem. Sizes are bytes.
+type Filesystem struct {
+	Capacity   uint64
+	Available  uint64 // to unprivileged users (f_bavail)
+	Inodes     uint64
+	InodesFree uint64
+}
+
+// PIDs describes the task limits of the machine.
+type PIDs struct {
+	// Max is the system-wide task limit: the smaller of kernel.pid_max and
+	// kernel.threads-max.
+	Max uint64
+	// Running is the number of tasks (threads) that exist now.
+	Running uint64
+}
+
+// Available is Max - Running, or 0 when more are running than the limit.
+func (p PIDs) Available() uint64 {
+	if p.Running >= p.Max {
+		return 0
+	}
+	return p.Max - p.Running
+}
+
+// IDs identify the machine and the current boot.
+type IDs struct {
+	// MachineID is /etc/machine-id; empty when the machine has none.
+	MachineID string
+	// SystemUUID is the DMI product UUID; empty when unreadable (containers,
+	// unprivileged users, machines without DMI).
+	SystemUUID string
+	// BootID changes on every boot; never empty when IDs succeeds.
+	BootID string
+}
+
+// OS describes the software the node runs.
+type OS struct {
+	// KernelVersion is the kernel release, as `uname -r` prints it.
+	KernelVersion string
+	// OSImage is PRETTY_NAME from os-release.
+	OSImage string
+	// OperatingSystem and Architecture are runtime.GOOS and runtime.GOARCH.
+	OperatingSystem string
+	Architecture    string
+}
+
+// Fact names one reading in a Facts snapshot.
+type Fact string
+
+// The readings a Snapshot takes.
+const (
+	FactNetwork   Fact = "network"
+	FactCPUs      Fact = "cpus"
+	FactMemory    Fact = "memory"
+	FactHugepages Fact = "hugepages"
+	FactRootFS    Fact = "rootfs"
+	FactPIDs      Fact = "pids"
+	FactIDs       Fact = "ids"
+	FactOS        Fact = "os"
+)
+
+// Facts is one snapshot of the machine, taken once per status sync and then
+// read by pure code. A reading that failed keeps its zero value and has its
+// error in Errs; every other field is valid.
+type Facts struct {
+	Network   Network
+	CPUs      int
+	Memory    Memory
+	Hugepages []Hugepages
+	// RootFS is the filesystem holding the agent's root directory (nodefs).
+	RootFS Filesystem
+	PIDs   PIDs
+	IDs    IDs
+	OS     OS
+	// Errs holds the error of every reading that failed, by fact. Nil or
+	// empty when every reading succeeded.
+	Errs map[Fact]error
+}
+
+// Err returns the error of reading f, or nil when it succeeded.
+func (f Facts) Err(fact Fact) error { return f.Errs[fact] }
+
+// Snapshot reads every fact from h, with rootDir as the nodefs path. It
+// always returns a usable Facts: failed readings are recorded in Facts.Errs
+// and also joined into the returned error (nil when all succeeded), so the
+// caller can log it once and still set the status from what was read.
+func Snapshot(h Host, rootDir string) (Facts, error) {
+	var f Facts
+	record := func(fact Fact, err error) {
+		if err == nil {
+			return
+		}
+		if f.Errs == nil {
+			f.Errs = map[Fact]error{}
+		}
+		f.Errs[fact] = err
+	}
+	var err error
+	if f.Network, err = h.Network(); err != nil {
+		f.Network = Network{}
+		record(FactNetwork, err)
+	}
+	if f.CPUs, err = h.CPUs(); err != nil {
+		f.CPUs = 0
+		record(FactCPUs, err)
+	}
+	if f.Memory, err = h.Memory(); err != nil {
+		f.Memory = Memory{}
+		record(FactMemory, err)
+	}
+	if f.Hugepages, err = h.Hugepages(); err != nil {
+		f.Hugepages = nil
+		record(FactHugepages, err)
+	}
+	if f.RootFS, err = h.Filesystem(rootDir); err != nil {
+		f.RootFS = Filesystem{}
+		record(FactRootFS, err)
+	}
+	if f.PIDs, err = h.PIDs(); err != nil {
+		f.PIDs = PIDs{}
+		record(FactPIDs, err)
+	}
+	if f.IDs, err = h.IDs(); err != nil {
+		f.IDs = IDs{}
+		record(FactIDs, err)
+	}
+	if f.OS, err = h.OS(); err != nil {
+		f.OS = OS{}
+		record(FactOS, err)
+	}
+	return f, f.joined()
+}
+
+// joined returns the recorded errors as one, in a fixed order.
+func (f Facts) joined() error {
+	var errs []error
+	for _, fact := range []Fact{FactNetwork, FactCPUs, FactMemory, FactHugepages, FactRootFS, FactPIDs, FactIDs, FactOS} {
+		if err := f.Errs[fact]; err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", fact, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,132 @@
+package host_test
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"knode/internal/agent/host"
+	"knode/internal/agent/host/fake"
+)
+
+var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+var prefixCmp = cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
+
+func TestSnapshot(t *testing.T) {
+	errMem := errors.New("open /proc/meminfo: permission denied")
+	errFS := errors.New("statfs /var/lib/knode: no such file or directory")
+	tests := []struct {
+		name      string
+		errs      map[host.Fact]error
+		wantErrs  map[host.Fact]error
+		wantError string
+	}{
+		{name: "every reading succeeds"},
+		{
+			name:      "failed readings are recorded and joined in a fixed order",
+			errs:      map[host.Fact]error{host.FactRootFS: errFS, host.FactMemory: errMem},
+			wantErrs:  map[host.Fact]error{host.FactRootFS: errFS, host.FactMemory: errMem},
+			wantError: "memory: open /proc/meminfo: permission denied\nrootfs: statfs /var/lib/knode: no such file or directory",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := fake.Machine("node-1", netip.MustParseAddr("192.0.2.10"))
+			state.Filesystems = map[string]host.Filesystem{"/var/lib/knode": {Capacity: 10, Available: 5, Inodes: 4, InodesFree: 2}}
+			state.Errs = tt.errs
+			got, err := host.Snapshot(fake.New(state), "/var/lib/knode")
+
+			want := host.Facts{
+				Network:   state.Network,
+				CPUs:      state.CPUs,
+				Memory:    state.Memory,
+				Hugepages: state.Hugepages,
+				RootFS:    state.Filesystems["/var/lib/knode"],
+				PIDs:      state.PIDs,
+				IDs:       state.IDs,
+				OS:        state.OS,
+				Errs:      tt.wantErrs,
+			}
+			if tt.errs[host.FactMemory] != nil {
+				want.Memory = host.Memory{}
+			}
+			if tt.errs[host.FactRootFS] != nil {
+				want.RootFS = host.Filesystem{}
+			}
+			if diff := cmp.Diff(want, got, addrCmp, prefixCmp, cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("Snapshot facts (-want +got):\n%s", diff)
+			}
+			gotError := ""
+			if err != nil {
+				gotError = err.Error()
+			}
+			if gotError != tt.wantError {
+				t.Errorf("Snapshot error = %q, want %q", gotError, tt.wantError)
+			}
+			for fact, e := range tt.wantErrs {
+				if !errors.Is(err, e) || !errors.Is(got.Err(fact), e) {
+					t.Errorf("error for %s does not wrap %v", fact, e)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaultRouteInterfaces(t *testing.T) {
+	n := host.Network{DefaultRoutes: []host.Route{
+		{Interface: "eth1", Family: host.IPv4},
+		{Interface: "eth0", Family: host.IPv4},
+		{Interface: "eth1", Family: host.IPv4},
+		{Interface: "eth0", Family: host.IPv6},
+	}}
+	tests := []struct {
+		family host.Family
+		want   []string
+	}{
+		{host.IPv4, []string{"eth1", "eth0"}},
+		{host.IPv6, []string{"eth0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.family.String(), func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, n.DefaultRouteInterfaces(tt.family)); diff != "" {
+				t.Errorf("DefaultRouteInterfaces (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPIDsAvailable(t *testing.T) {
+	tests := []struct {
+		name string
+		pids host.PIDs
+		want uint64
+	}{
+		{"some running", host.PIDs{Max: 100, Running: 30}, 70},
+		{"exactly at the limit", host.PIDs{Max: 100, Running: 100}, 0},
+		{"over the limit", host.PIDs{Max: 100, Running: 130}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.pids.Available(); got != tt.want {
+				t.Errorf("Available() = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFamilyOf(t *testing.T) {
+	tests := map[string]host.Family{
+		"10.0.0.1":        host.IPv4,
+		"::ffff:10.0.0.1": host.IPv4,
+		"fd00::1":         host.IPv6,
+		"::":              host.IPv6,
+	}
+	for in, want := range tests {
+		if got := host.FamilyOf(netip.MustParseAddr(in)); got != want {
+			t.Errorf("FamilyOf(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
