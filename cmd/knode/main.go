@@ -15,8 +15,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"knode/internal/agent"
+	"knode/internal/agent/host/linux"
+	"knode/internal/agent/options"
 	"knode/internal/auth"
 	"knode/internal/server"
 	"knode/internal/version"
@@ -38,7 +42,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCommand(), newUpCommand(), newVersionCommand(), newKubeconfigCommand())
+	root.AddCommand(newServerCommand(), newUpCommand(), newAgentCommand(), newVersionCommand(), newKubeconfigCommand())
 	return root
 }
 
@@ -64,10 +68,6 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 }
 
 func (f *serverFlags) config() server.Config {
-	level := slog.LevelInfo
-	if f.verbose {
-		level = slog.LevelDebug
-	}
 	return server.Config{
 		DataDir:            f.dataDir,
 		BindAddress:        f.bindAddress,
@@ -75,7 +75,7 @@ func (f *serverFlags) config() server.Config {
 		EtcdServers:        f.etcdServers,
 		TokenAuthFile:      f.tokenAuthFile,
 		CompactionInterval: f.compactionInterval,
-		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Logger:             logger(f.verbose),
 	}
 }
 
@@ -105,20 +105,67 @@ func newUpCommand() *cobra.Command {
 	var f serverFlags
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Run a whole single-node cluster in this process",
+		Short: "Run a whole single-node cluster in this process: the server and an agent for this machine",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
 			cfg := f.config()
+			log := cfg.Logger
+			agentErr := make(chan error, 1)
 			cfg.OnReady = func(s *server.Server) {
-				fmt.Printf("knode is up at %s\n", s.URL)
-				fmt.Printf("kubeconfig: %s\n", s.KubeconfigPath)
-				fmt.Printf("try: kubectl --kubeconfig %s get nodes\n", s.KubeconfigPath)
+				var o options.Options
+				fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+				o.AddFlags(fs)
+				o.RootDir = filepath.Join(f.dataDir, "agent")
+				settings, err := o.Complete(fs)
+				if err != nil {
+					agentErr <- err
+					return
+				}
+				name, err := agent.NodeName("", linux.New(linux.Config{}))
+				if err != nil {
+					agentErr <- err
+					return
+				}
+				restCfg, err := localAgentConfig(s, name)
+				if err != nil {
+					agentErr <- err
+					return
+				}
+				onNodeReady := func(node *corev1.Node) {
+					fmt.Printf("knode is up at %s; node %s is Ready\n", s.URL, node.Name)
+					fmt.Printf("kubeconfig: %s\n", s.KubeconfigPath)
+					fmt.Printf("try: kubectl --kubeconfig %s get nodes\n", s.KubeconfigPath)
+				}
+				go func() { agentErr <- runAgent(ctx, restCfg, settings, log, onNodeReady) }()
 			}
-			return server.Run(cmd.Context(), cfg)
+			serverErr := make(chan error, 1)
+			go func() { serverErr <- server.Run(ctx, cfg) }()
+			select {
+			case err := <-serverErr:
+				return err
+			case err := <-agentErr:
+				cancel()
+				<-serverErr
+				if err != nil && ctx.Err() == nil {
+					return fmt.Errorf("agent: %w", err)
+				}
+				return err
+			}
 		},
 	}
 	f.register(cmd.Flags(), defaultDataDir())
 	return cmd
+}
+
+// logger is the process's structured logger.
+func logger(verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 func newVersionCommand() *cobra.Command {

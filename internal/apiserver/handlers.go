@@ -494,8 +494,14 @@ func (s *Server) delete(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		}
 	}
 	user, _ := auth.UserFrom(ctx)
-	if err := s.admit(ctx, AdmissionAttributes{Operation: "DELETE", Kind: st.kind, Namespace: namespace, Name: name, User: user, DryRun: len(opts.DryRun) > 0}); err != nil {
-		return err
+	if len(s.cfg.Admission) > 0 {
+		old, err := st.Get(ctx, namespace, name)
+		if err != nil {
+			return err
+		}
+		if err := s.admit(ctx, AdmissionAttributes{Operation: "DELETE", Kind: st.kind, Namespace: namespace, Name: name, Old: old, User: user, DryRun: len(opts.DryRun) > 0}); err != nil {
+			return err
+		}
 	}
 	obj, gone, err := st.Delete(ctx, namespace, name, deleteOptions{gracePeriod: opts.GracePeriodSeconds, preconditions: opts.Preconditions, dryRun: len(opts.DryRun) > 0})
 	if err != nil {
@@ -537,7 +543,7 @@ func (s *Server) deleteCollection(ctx context.Context, w http.ResponseWriter, r 
 		if st == s.namespace && protectNamespace(accessor.GetName()) != nil {
 			continue
 		}
-		if err := s.admit(ctx, AdmissionAttributes{Operation: "DELETE", Kind: st.kind, Namespace: accessor.GetNamespace(), Name: accessor.GetName(), User: user, DryRun: len(opts.DryRun) > 0}); err != nil {
+		if err := s.admit(ctx, AdmissionAttributes{Operation: "DELETE", Kind: st.kind, Namespace: accessor.GetNamespace(), Name: accessor.GetName(), Old: item, User: user, DryRun: len(opts.DryRun) > 0}); err != nil {
 			return err
 		}
 		obj, _, err := st.Delete(ctx, accessor.GetNamespace(), accessor.GetName(), deleteOptions{gracePeriod: opts.GracePeriodSeconds, dryRun: len(opts.DryRun) > 0})

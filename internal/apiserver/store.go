@@ -305,10 +305,10 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 	accessor.SetSelfLink("")
 	accessor.SetResourceVersion(old.GetResourceVersion())
 	if opts.status {
-		// The status subresource changes status only; metadata stays too,
-		// except what upstream lets it touch (none that we serve).
-		accessor.SetLabels(old.GetLabels())
-		accessor.SetAnnotations(old.GetAnnotations())
+		// As upstream, a status update may change labels and annotations
+		// (the agent reconciles its default labels this way) but not
+		// owner references or finalizers; the kind's status rules keep
+		// its spec.
 		accessor.SetFinalizers(old.GetFinalizers())
 		accessor.SetOwnerReferences(old.GetOwnerReferences())
 	}

@@ -23,9 +23,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"knode/internal/admission/noderestriction"
 	"knode/internal/apiserver"
 	"knode/internal/auth"
 	"knode/internal/controller/namespace"
@@ -154,11 +156,29 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	var ready atomic.Bool
-	api, err := apiserver.New(apiserver.Config{
+	// The node rules look objects up through the API server built below.
+	var api *apiserver.Server
+	pods := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+		obj, err := api.Get(ctx, corev1.SchemeGroupVersion.WithResource("pods"), namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Pod), nil
+	}
+	nodes := func(ctx context.Context, name string) (*corev1.Node, error) {
+		obj, err := api.Get(ctx, corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Node), nil
+	}
+	authz := append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{Pods: pods})), auth.DiscoveryAuthorizer{})
+	api, err = apiserver.New(apiserver.Config{
 		Storage:       store,
 		Kinds:         kinds,
 		Authenticator: authn,
-		Authorizer:    auth.UnionAuthorizer{auth.MastersAuthorizer{}},
+		Authorizer:    authz,
+		Admission:     []apiserver.Admitter{noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes})},
 		Clock:         cfg.Clock,
 		Version:       version.Info(),
 		OpenAPI:       oapi,

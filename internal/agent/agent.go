@@ -1,0 +1,483 @@
+// Package agent is knode's node agent, in the kubelet's role for the Node
+// object: it registers (or adopts) its Node, reports the machine's status,
+// and renews its Lease in kube-node-lease.
+//
+// The caller builds a Config (cmd/knode does it from the kubelet's flags and
+// KubeletConfiguration file) and calls Run. Register and SyncStatus are the
+// synchronous steps Run loops over; tests and the simulator call them
+// directly. Every wait goes through Config.Clock.
+//
+// Not here yet: running pods, graceful shutdown, swap and topology.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"knode/internal/agent/backoff"
+	"knode/internal/agent/host"
+	"knode/internal/agent/lease"
+	"knode/internal/agent/nodestatus"
+	"knode/internal/agent/statusreport"
+)
+
+// Well-known names the agent writes.
+const (
+	// AnnotationControllerManagedAttachDetach tells the attach/detach
+	// controller it owns this node's volume attachments.
+	AnnotationControllerManagedAttachDetach = "volumes.kubernetes.io/controller-managed-attach-detach"
+	// TaintCloudUninitialized marks a node an external cloud provider has
+	// not initialized yet.
+	TaintCloudUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+	labelBetaOS             = "beta.kubernetes.io/os"
+	labelBetaArch           = "beta.kubernetes.io/arch"
+	eventSource             = "kubelet"
+)
+
+// Config builds an Agent.
+type Config struct {
+	// Client acts as the node's identity (system:node:<NodeName>). Required.
+	Client kubernetes.Interface
+	// NodeName is the Node's name: the lowercased hostname or override.
+	NodeName string
+	// RegisterNode: create the Node (or adopt an existing one). When false
+	// the agent only reports status once someone has created it.
+	RegisterNode bool
+	// RegisterWithTaints are set on the Node when the agent creates it,
+	// never on an existing Node.
+	RegisterWithTaints []corev1.Taint
+	// NodeLabels are set when the agent creates the Node, never on an
+	// existing Node.
+	NodeLabels map[string]string
+	// ProviderID becomes spec.providerID on creation.
+	ProviderID string
+	// Status configures the status setters; Status.NodeName must equal
+	// NodeName.
+	Status nodestatus.Config
+	// NodeStatusUpdateFrequency is how often status is computed (10 s);
+	// NodeStatusReportFrequency is the longest time between posts (5 min).
+	NodeStatusUpdateFrequency time.Duration
+	NodeStatusReportFrequency time.Duration
+	// NodeLeaseDurationSeconds is the Lease's duration (40); it is renewed
+	// every quarter of it.
+	NodeLeaseDurationSeconds int32
+	// Host supplies machine facts; RootDir is the agent's state directory,
+	// whose filesystem is reported as ephemeral storage.
+	Host    host.Host
+	RootDir string
+	// Clock drives every wait; zero value means the real clock.
+	Clock clock.WithTicker
+	// Rand supplies jitter in [0,1); nil means math/rand.
+	Rand func() float64
+	// OnReady is called once, the first time the posted status says Ready.
+	OnReady func(*corev1.Node)
+	Logger  *slog.Logger
+}
+
+// Defaults for Config.
+const (
+	DefaultNodeStatusUpdateFrequency = statusreport.DefaultUpdateFrequency
+	DefaultNodeStatusReportFrequency = statusreport.DefaultReportFrequency
+)
+
+func (c *Config) setDefaults() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("agent: Config.Client is required"))
+	}
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("agent: Config.NodeName is required"))
+	}
+	if c.Host == nil {
+		errs = append(errs, errors.New("agent: Config.Host is required"))
+	}
+	if c.NodeStatusUpdateFrequency == 0 {
+		c.NodeStatusUpdateFrequency = DefaultNodeStatusUpdateFrequency
+	}
+	if c.NodeStatusUpdateFrequency < 0 {
+		errs = append(errs, fmt.Errorf("nodeStatusUpdateFrequency %v: must be positive", c.NodeStatusUpdateFrequency))
+	}
+	if c.NodeStatusReportFrequency == 0 {
+		c.NodeStatusReportFrequency = DefaultNodeStatusReportFrequency
+	}
+	if c.NodeLeaseDurationSeconds == 0 {
+		c.NodeLeaseDurationSeconds = lease.DefaultDurationSeconds
+	}
+	if c.NodeLeaseDurationSeconds < 0 {
+		errs = append(errs, fmt.Errorf("nodeLeaseDurationSeconds %d: must be greater than 0", c.NodeLeaseDurationSeconds))
+	}
+	if c.Status.NodeName == "" {
+		c.Status.NodeName = c.NodeName
+	}
+	if c.Status.Hostname == "" {
+		c.Status.Hostname = c.NodeName
+	}
+	if err := c.Status.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return errors.Join(errs...)
+}
+
+// Agent keeps one Node registered, reported and leased.
+type Agent struct {
+	cfg      Config
+	log      *slog.Logger
+	setters  []nodestatus.Setter
+	schedule *statusreport.Schedule
+	renewer  *lease.Renewer
+
+	mu         sync.Mutex
+	registered bool
+	readyOnce  sync.Once
+	stats      Stats
+}
+
+// Stats counts the agent's writes, for measuring its cost.
+type Stats struct {
+	StatusPosts   int64
+	StatusErrors  int64
+	Registrations int64
+}
+
+// New checks cfg and builds an Agent.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.NodeName),
+		setters:  nodestatus.Setters(cfg.Status),
+		schedule: statusreport.NewSchedule(cfg.NodeStatusReportFrequency, cfg.Rand),
+	}
+	renewer, err := lease.New(lease.Config{
+		Client:               cfg.Client,
+		NodeName:             cfg.NodeName,
+		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds,
+		Rand:                 cfg.Rand,
+		Clock:                cfg.Clock,
+		Logger:               a.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.renewer = renewer
+	return a, nil
+}
+
+// Lease is the agent's lease renewer.
+func (a *Agent) Lease() *lease.Renewer { return a.renewer }
+
+// Stats returns the agent's counters.
+func (a *Agent) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+// Run registers the Node (when RegisterNode), then renews the Lease and
+// reports status until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	if a.cfg.RegisterNode {
+		if err := a.Register(ctx); err != nil {
+			return err
+		}
+		// Create the Lease now rather than one renew interval later.
+		if err := a.renewer.Sync(ctx); err != nil {
+			a.log.Warn("first lease renewal failed", "err", err)
+		}
+	}
+	go a.renewer.Run(ctx)
+	ticker := a.cfg.Clock.NewTicker(a.cfg.NodeStatusUpdateFrequency)
+	defer ticker.Stop()
+	for {
+		if err := a.SyncStatus(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("node status update failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// Register creates or adopts the Node, retrying with upstream's backoff
+// (100 ms doubling to 7 s) until it succeeds or ctx ends.
+func (a *Agent) Register(ctx context.Context) error {
+	wait := backoff.Registration()
+	for {
+		timer := a.cfg.Clock.NewTimer(wait.Next())
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C():
+		}
+		done, err := a.TryRegister(ctx)
+		if done {
+			return nil
+		}
+		a.log.Info("unable to register node with API server", "err", err)
+	}
+}
+
+// TryRegister makes one registration attempt: create the Node with its full
+// status; if it exists (409, or 403 for an identity that may not create),
+// adopt it, reconciling only what upstream reconciles.
+func (a *Agent) TryRegister(ctx context.Context) (bool, error) {
+	now := a.cfg.Clock.Now()
+	node, err := a.initialNode(now)
+	if err != nil {
+		return false, err
+	}
+	nodes := a.cfg.Client.CoreV1().Nodes()
+	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
+	if err == nil {
+		a.markRegistered()
+		a.log.Info("successfully registered node")
+		a.recordEvents(ctx, []nodestatus.Event{{Type: corev1.EventTypeNormal, Reason: "Starting", Message: "Starting kubelet."}})
+		a.recordEvents(ctx, nodestatus.Events(a.cfg.NodeName, nil, &created.Status))
+		a.schedule.Posted(now, true)
+		a.noteReady(created)
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
+		return false, err
+	}
+	existing, getErr := nodes.Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	if getErr != nil {
+		if apierrors.IsForbidden(err) {
+			return false, err
+		}
+		return false, getErr
+	}
+	updated := existing.DeepCopy()
+	changed := reconcileExisting(node, updated)
+	if changed {
+		if _, err := statusreport.PatchStatus(ctx, a.cfg.Client, existing, updated); err != nil {
+			return false, err
+		}
+	}
+	a.markRegistered()
+	a.log.Info("node already exists; adopted it", "reconciled", changed)
+	a.recordEvents(ctx, []nodestatus.Event{{Type: corev1.EventTypeNormal, Reason: "Starting", Message: "Starting kubelet."}})
+	return true, nil
+}
+
+func (a *Agent) markRegistered() {
+	a.mu.Lock()
+	a.registered = true
+	a.stats.Registrations++
+	a.mu.Unlock()
+}
+
+// initialNode is the Node the agent creates: its labels, taints and
+// annotations, and a status computed by every setter.
+func (a *Agent) initialNode(now time.Time) (*corev1.Node, error) {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        a.cfg.NodeName,
+			Labels:      defaultLabels(a.cfg.Status.Hostname),
+			Annotations: map[string]string{AnnotationControllerManagedAttachDetach: "true"},
+		},
+		Spec: corev1.NodeSpec{ProviderID: a.cfg.ProviderID},
+	}
+	for k, v := range a.cfg.NodeLabels {
+		node.Labels[k] = v
+	}
+	node.Spec.Taints = append(node.Spec.Taints, a.cfg.RegisterWithTaints...)
+	if a.cfg.Status.CloudProvider == nodestatus.CloudProviderExternal {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: TaintCloudUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	}
+	if err := a.computeStatus(node, now); err != nil {
+		return nil, err
+	}
+	return node, nil
+}
+
+// defaultLabels are the labels the agent owns on its Node.
+func defaultLabels(hostname string) map[string]string {
+	return map[string]string{
+		corev1.LabelHostname:   hostname,
+		corev1.LabelOSStable:   runtime.GOOS,
+		corev1.LabelArchStable: runtime.GOARCH,
+		labelBetaOS:            runtime.GOOS,
+		labelBetaArch:          runtime.GOARCH,
+	}
+}
+
+// reconciledLabels are the default-label keys upstream reconciles onto an
+// existing Node.
+var reconciledLabels = []string{
+	corev1.LabelHostname, corev1.LabelTopologyZone, corev1.LabelTopologyRegion,
+	corev1.LabelFailureDomainBetaZone, corev1.LabelFailureDomainBetaRegion,
+	corev1.LabelInstanceTypeStable, corev1.LabelInstanceType,
+	corev1.LabelOSStable, corev1.LabelArchStable, corev1.LabelWindowsBuild,
+	labelBetaOS, labelBetaArch,
+}
+
+// reconcileExisting brings an existing Node in line with the initial one
+// where upstream does (the default labels and the attach/detach
+// annotation), leaving taints, user labels and everything else alone. It
+// reports whether existing changed.
+func reconcileExisting(initial, existing *corev1.Node) bool {
+	changed := false
+	if existing.Labels == nil {
+		existing.Labels = map[string]string{}
+	}
+	for _, key := range reconciledLabels {
+		want, ok := initial.Labels[key]
+		if !ok {
+			continue
+		}
+		if have, has := existing.Labels[key]; has && have == want {
+			continue
+		}
+		if want == "" {
+			if _, has := existing.Labels[key]; has {
+				delete(existing.Labels, key)
+				changed = true
+			}
+			continue
+		}
+		existing.Labels[key] = want
+		changed = true
+	}
+	if existing.Annotations[AnnotationControllerManagedAttachDetach] != "true" {
+		if existing.Annotations == nil {
+			existing.Annotations = map[string]string{}
+		}
+		existing.Annotations[AnnotationControllerManagedAttachDetach] = "true"
+		changed = true
+	}
+	return changed
+}
+
+// computeStatus runs every status setter on node.
+func (a *Agent) computeStatus(node *corev1.Node, now time.Time) error {
+	facts, err := host.Snapshot(a.cfg.Host, a.cfg.RootDir)
+	if err != nil {
+		a.log.Debug("some machine facts could not be read", "err", err)
+	}
+	return nodestatus.Apply(a.setters, node, nodestatus.Facts{Host: facts}, now)
+}
+
+// SyncStatus computes the Node's status once and posts it when it changed
+// or when the report interval has passed. Before the Node exists it does
+// nothing.
+func (a *Agent) SyncStatus(ctx context.Context) error {
+	now := a.cfg.Clock.Now()
+	node, err := a.cfg.Client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
+	if apierrors.IsNotFound(err) {
+		a.log.Debug("node not registered yet; not posting status")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	updated := node.DeepCopy()
+	if err := a.computeStatus(updated, now); err != nil {
+		a.countStatusError()
+		return err
+	}
+	changed := statusreport.Changed(&node.Status, &updated.Status)
+	if !a.schedule.Due(changed, now) {
+		return nil
+	}
+	posted, err := statusreport.PatchStatus(ctx, a.cfg.Client, node, updated)
+	if err != nil {
+		a.countStatusError()
+		return err
+	}
+	a.schedule.Posted(now, changed)
+	a.mu.Lock()
+	a.stats.StatusPosts++
+	a.mu.Unlock()
+	a.recordEvents(ctx, nodestatus.Events(a.cfg.NodeName, &node.Status, &posted.Status))
+	a.noteReady(posted)
+	return nil
+}
+
+func (a *Agent) countStatusError() {
+	a.mu.Lock()
+	a.stats.StatusErrors++
+	a.mu.Unlock()
+}
+
+func (a *Agent) noteReady(node *corev1.Node) {
+	if a.cfg.OnReady == nil {
+		return
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			a.readyOnce.Do(func() { a.cfg.OnReady(node) })
+		}
+	}
+}
+
+// recordEvents writes node events the way the kubelet's recorder does:
+// in the default namespace, about the Node (whose uid the kubelet gives as
+// its name), from the "kubelet" source.
+func (a *Agent) recordEvents(ctx context.Context, events []nodestatus.Event) {
+	now := metav1.NewTime(a.cfg.Clock.Now())
+	for i, e := range events {
+		ev := &corev1.Event{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      fmt.Sprintf("%s.%x", a.cfg.NodeName, now.UnixNano()+int64(i)),
+				Namespace: metav1.NamespaceDefault,
+			},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: a.cfg.NodeName, UID: types.UID(a.cfg.NodeName)},
+			Reason:         e.Reason,
+			Message:        e.Message,
+			Type:           e.Type,
+			Source:         corev1.EventSource{Component: eventSource, Host: a.cfg.NodeName},
+			FirstTimestamp: now,
+			LastTimestamp:  now,
+			Count:          1,
+		}
+		if _, err := a.cfg.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+			a.log.Debug("recording event failed", "reason", e.Reason, "err", err)
+		}
+	}
+}
+
+// NodeName returns the name a host reports itself as: override if set,
+// else the hostname, trimmed and lowercased.
+func NodeName(override string, h host.Host) (string, error) {
+	name := strings.ToLower(strings.TrimSpace(override))
+	if name == "" {
+		hn, err := h.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("reading the hostname: %w", err)
+		}
+		name = strings.ToLower(strings.TrimSpace(hn))
+	}
+	if name == "" {
+		return "", errors.New("empty hostname is invalid")
+	}
+	return name, nil
+}
