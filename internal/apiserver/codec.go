@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -109,7 +110,9 @@ func setTypeMeta(k *registry.Kind, obj runtime.Object) {
 
 // mediaRequest is what the Accept header asks the response to be.
 type mediaRequest struct {
-	table bool
+	// protobuf: the client prefers Kubernetes protobuf (client-go does).
+	protobuf bool
+	table    bool
 	// discoveryV2: aggregated discovery (apidiscovery.k8s.io/v2).
 	discoveryV2 bool
 }
@@ -128,7 +131,11 @@ func negotiate(r *http.Request) mediaRequest {
 			m.discoveryV2 = true
 			return m
 		}
-		mt := strings.TrimSpace(strings.SplitN(clause, ";", 2)[0])
+		mt := mediaType(clause)
+		if mt == protobufMediaType && params["as"] == "" {
+			m.protobuf = true
+			return m
+		}
 		if mt == "application/json" && params["as"] == "" || mt == "*/*" || mt == "application/*" {
 			return m
 		}
@@ -152,6 +159,19 @@ func mediaParams(clause string) map[string]string {
 		}
 	}
 	return params
+}
+
+// writeProtobuf writes a registered API object in Kubernetes protobuf,
+// falling back to JSON for a type protobuf cannot carry.
+func writeProtobuf(w http.ResponseWriter, code int, obj runtime.Object) {
+	var buf bytes.Buffer
+	if err := protobufSerializer.Encode(obj, &buf); err != nil {
+		writeJSON(w, code, obj)
+		return
+	}
+	w.Header().Set("Content-Type", protobufMediaType)
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
 }
 
 // writeJSON writes obj with the given HTTP status.

@@ -100,11 +100,22 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, a auth.At
 
 // respond writes one object, as a Table when the client asked for one.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, st *objectStore, code int, obj runtime.Object) {
-	if negotiate(r).table {
-		writeJSON(w, code, s.table(st.kind, []runtime.Object{obj}, metav1.ListMeta{}, r))
-		return
+	s.write(w, r, code, obj, func() runtime.Object {
+		return s.table(st.kind, []runtime.Object{obj}, metav1.ListMeta{}, r)
+	})
+}
+
+// write sends obj in the encoding the client asked for; table builds its
+// Table form when one is asked for.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object, table func() runtime.Object) {
+	switch m := negotiate(r); {
+	case m.table:
+		writeJSON(w, code, table())
+	case m.protobuf:
+		writeProtobuf(w, code, obj)
+	default:
+		writeJSON(w, code, obj)
 	}
-	writeJSON(w, code, obj)
 }
 
 func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, st *objectStore, namespace, name string) error {
@@ -215,7 +226,7 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	listAccessor.SetContinue(lm.Continue)
 	listAccessor.SetRemainingItemCount(lm.RemainingItemCount)
 	list.GetObjectKind().SetGroupVersionKind(st.kind.GroupVersion.WithKind(st.kind.ListKind))
-	writeJSON(w, http.StatusOK, list)
+	s.write(w, r, http.StatusOK, list, nil)
 	return nil
 }
 

@@ -19,28 +19,31 @@ type recentObjects struct {
 }
 
 type recentEntry struct {
-	rev int64
-	obj runtime.Object // never handed out; lookup copies it
+	rev  int64
+	obj  runtime.Object // never handed out; lookup copies it
+	data []byte         // the stored value (read-only)
 }
 
 func newRecentObjects() *recentObjects {
 	return &recentObjects{items: map[string]recentEntry{}}
 }
 
-// lookup returns a copy of the remembered object of key and its revision.
-// With wantRV set, only a version with that resourceVersion is returned.
-func (r *recentObjects) lookup(key, wantRV string) (runtime.Object, int64, bool) {
+// lookup returns a copy of the remembered object of key, its revision and
+// its stored value. With wantRV set, only a version with that
+// resourceVersion is returned.
+func (r *recentObjects) lookup(key, wantRV string) (runtime.Object, int64, []byte, bool) {
 	r.mu.Lock()
 	e, ok := r.items[key]
 	r.mu.Unlock()
 	if !ok || (wantRV != "" && strconv.FormatInt(e.rev, 10) != wantRV) {
-		return nil, 0, false
+		return nil, 0, nil, false
 	}
-	return e.obj.DeepCopyObject(), e.rev, true
+	return e.obj.DeepCopyObject(), e.rev, e.data, true
 }
 
-// remember records obj as key's version rev, unless a newer one is known.
-func (r *recentObjects) remember(key string, rev int64, obj runtime.Object) {
+// remember records obj, stored as data, as key's version rev, unless a
+// newer one is known. data must not change afterwards.
+func (r *recentObjects) remember(key string, rev int64, obj runtime.Object, data []byte) {
 	cp := obj.DeepCopyObject()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -50,7 +53,7 @@ func (r *recentObjects) remember(key string, rev int64, obj runtime.Object) {
 	if len(r.items) >= maxRecentObjects {
 		clear(r.items)
 	}
-	r.items[key] = recentEntry{rev: rev, obj: cp}
+	r.items[key] = recentEntry{rev: rev, obj: cp, data: data}
 }
 
 func (r *recentObjects) forget(key string) {

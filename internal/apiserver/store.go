@@ -1,13 +1,13 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -108,7 +108,7 @@ func (s *objectStore) Get(ctx context.Context, namespace, name string) (runtime.
 	}
 	obj, err := s.decode(kv.Value, kv.ModRevision)
 	if err == nil {
-		s.recent.remember(kv.Key, kv.ModRevision, obj)
+		s.recent.remember(kv.Key, kv.ModRevision, obj, kv.Value)
 	}
 	return obj, err
 }
@@ -173,7 +173,7 @@ func (s *objectStore) Create(ctx context.Context, namespace string, obj runtime.
 		return nil, storageError(err, s.gr, accessor.GetName())
 	}
 	setRevision(obj, rev)
-	s.recent.remember(key, rev, obj)
+	s.recent.remember(key, rev, obj, data)
 	return obj, nil
 }
 
@@ -236,7 +236,7 @@ func (s *objectStore) Update(ctx context.Context, namespace, name string, fn upd
 	key := s.key(namespace, name)
 	useRecent := true
 	for attempt := 0; ; attempt++ {
-		current, rev, fromRecent := s.recent.lookup(key, opts.expectedRV)
+		current, rev, currentData, fromRecent := s.recent.lookup(key, opts.expectedRV)
 		if !useRecent || !fromRecent {
 			fromRecent = false
 			kv, err := s.storage.Get(ctx, key)
@@ -247,12 +247,12 @@ func (s *objectStore) Update(ctx context.Context, namespace, name string, fn upd
 			if current, err = s.decode(kv.Value, kv.ModRevision); err != nil {
 				return nil, err
 			}
-			rev = kv.ModRevision
+			rev, currentData = kv.ModRevision, kv.Value
 		}
 		obj, err := fn(current.DeepCopyObject())
 		var result runtime.Object
 		if err == nil {
-			result, err = s.applyUpdate(ctx, namespace, name, obj, current, rev, opts)
+			result, err = s.applyUpdate(ctx, namespace, name, obj, current, currentData, rev, opts)
 		}
 		if err != nil && fromRecent {
 			// Judge every failure, and every no-op, against the stored
@@ -279,7 +279,10 @@ func (s *objectStore) Update(ctx context.Context, namespace, name string, fn upd
 
 var errRetry = errors.New("retry update")
 
-func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, obj, current runtime.Object, rev int64, opts updateOptions) (runtime.Object, error) {
+// applyUpdate checks obj against the rules and writes it over current,
+// stored as currentData at revision rev. It returns current itself when obj
+// would store the same bytes, as upstream skips such writes.
+func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, obj, current runtime.Object, currentData []byte, rev int64, opts updateOptions) (runtime.Object, error) {
 	accessor, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -344,7 +347,11 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(s.gk(), name, dedupe(errs))
 	}
-	if apiequality.Semantic.DeepEqual(obj, current) {
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(data, currentData) {
 		return current, nil
 	}
 	if opts.dryRun {
@@ -363,10 +370,6 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 		setRevision(obj, kv.ModRevision)
 		return obj, nil
 	}
-	data, err := s.encode(obj)
-	if err != nil {
-		return nil, err
-	}
 	key := s.key(namespace, name)
 	newRev, err := s.storage.Update(ctx, key, data, rev)
 	if errors.Is(err, storage.ErrConflict) {
@@ -376,7 +379,7 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 		return nil, storageError(err, s.gr, name)
 	}
 	setRevision(obj, newRev)
-	s.recent.remember(key, newRev, obj)
+	s.recent.remember(key, newRev, obj, data)
 	return obj, nil
 }
 
@@ -460,7 +463,7 @@ func (s *objectStore) deleteOnce(ctx context.Context, namespace, name string, op
 			return nil, false, storageError(err, s.gr, name)
 		}
 		setRevision(obj, rev)
-		s.recent.remember(kv.Key, rev, obj)
+		s.recent.remember(kv.Key, rev, obj, data)
 		return obj, false, nil
 	}
 	if opts.dryRun {
