@@ -72,8 +72,14 @@ func upOnce(t *testing.T, dataDir string, whileUp func(out []string)) time.Durat
 		}
 	}
 	out := lines(p.stdout.String())
-	if !strings.HasPrefix(out[0], "knode is up at ") || strings.TrimPrefix(out[0], "knode is up at ") != url {
-		t.Errorf("knode up: first line %q, want %q", out[0], "knode is up at "+url)
+	// The ready line comes once the local agent's node is Ready.
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFirst := fmt.Sprintf("knode is up at %s; node %s is Ready", url, strings.ToLower(host))
+	if out[0] != wantFirst {
+		t.Errorf("knode up: first line %q, want %q", out[0], wantFirst)
 	}
 	if whileUp != nil {
 		whileUp(out)
