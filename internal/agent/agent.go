@@ -153,6 +153,9 @@ type Agent struct {
 	registered bool
 	readyOnce  sync.Once
 	stats      Stats
+	// events numbers the events this agent records, so that names stay
+	// unique when the clock has not moved (always, in virtual time).
+	events int64
 }
 
 // Stats counts the agent's writes, for measuring its cost.
@@ -210,7 +213,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Warn("first lease renewal failed", "err", err)
 		}
 	}
-	go a.renewer.Run(ctx)
+	var renewing sync.WaitGroup
+	renewing.Add(1)
+	go func() {
+		defer renewing.Done()
+		a.renewer.Run(ctx)
+	}()
+	defer renewing.Wait()
 	ticker := a.cfg.Clock.NewTicker(a.cfg.NodeStatusUpdateFrequency)
 	defer ticker.Stop()
 	for {
@@ -296,7 +305,7 @@ func (a *Agent) markRegistered() {
 }
 
 // initialNode is the Node the agent creates: its labels, taints and
-// annotations, and a status computed by every setter.
+// annotations, and a status computed by every setter that could run.
 func (a *Agent) initialNode(now time.Time) (*corev1.Node, error) {
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -314,7 +323,8 @@ func (a *Agent) initialNode(now time.Time) (*corev1.Node, error) {
 		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: TaintCloudUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 	}
 	if err := a.computeStatus(node, now); err != nil {
-		return nil, err
+		// As the kubelet: report what could be computed.
+		a.log.Warn("failed to set some node status fields", "err", err)
 	}
 	return node, nil
 }
@@ -377,7 +387,8 @@ func reconcileExisting(initial, existing *corev1.Node) bool {
 	return changed
 }
 
-// computeStatus runs every status setter on node.
+// computeStatus runs every status setter on node. A setter that fails
+// leaves its fields as they were; the others still run.
 func (a *Agent) computeStatus(node *corev1.Node, now time.Time) error {
 	facts, err := host.Snapshot(a.cfg.Host, a.cfg.RootDir)
 	if err != nil {
@@ -401,8 +412,8 @@ func (a *Agent) SyncStatus(ctx context.Context) error {
 	}
 	updated := node.DeepCopy()
 	if err := a.computeStatus(updated, now); err != nil {
-		a.countStatusError()
-		return err
+		// As the kubelet: post what could be computed.
+		a.log.Warn("failed to set some node status fields", "err", err)
 	}
 	changed := statusreport.Changed(&node.Status, &updated.Status)
 	if !a.schedule.Due(changed, now) {
@@ -444,10 +455,14 @@ func (a *Agent) noteReady(node *corev1.Node) {
 // its name), from the "kubelet" source.
 func (a *Agent) recordEvents(ctx context.Context, events []nodestatus.Event) {
 	now := metav1.NewTime(a.cfg.Clock.Now())
-	for i, e := range events {
+	for _, e := range events {
+		a.mu.Lock()
+		a.events++
+		seq := a.events
+		a.mu.Unlock()
 		ev := &corev1.Event{
 			ObjectMeta: metav1.ObjectMeta{
-				Name:      fmt.Sprintf("%s.%x", a.cfg.NodeName, now.UnixNano()+int64(i)),
+				Name:      fmt.Sprintf("%s.%x", a.cfg.NodeName, now.UnixNano()+seq),
 				Namespace: metav1.NamespaceDefault,
 			},
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: a.cfg.NodeName, UID: types.UID(a.cfg.NodeName)},

@@ -145,10 +145,9 @@ func (o *Options) Complete(fs *pflag.FlagSet) (Settings, error) {
 		errs = append(errs, fmt.Errorf("registerWithTaints: %w", err))
 	}
 	if fs.Changed("node-status-update-frequency") {
+		// As the kubelet: flags apply after the file's defaulting, so the
+		// flag never moves the report frequency.
 		s.NodeStatusUpdateFrequency = o.NodeStatusUpdateFrequency
-		if file.NodeStatusReportFrequency.Duration == 0 {
-			s.NodeStatusReportFrequency = s.NodeStatusUpdateFrequency
-		}
 	}
 	if s.NodeStatusUpdateFrequency <= 0 {
 		errs = append(errs, fmt.Errorf("--node-status-update-frequency %v: must be greater than 0", s.NodeStatusUpdateFrequency))
