@@ -23,6 +23,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -173,6 +176,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return obj.(*corev1.Node), nil
 	}
 	authz := append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{Pods: pods})), auth.DiscoveryAuthorizer{})
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err = apiserver.New(apiserver.Config{
 		Storage:       store,
 		Kinds:         kinds,
@@ -182,6 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Clock:         cfg.Clock,
 		Version:       version.Info(),
 		OpenAPI:       oapi,
+		Extra:         map[string]http.Handler{"/metrics": promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})},
 		Logger:        log,
 		Ready: func() error {
 			if !ready.Load() {
