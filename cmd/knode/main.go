@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"knode/internal/admission/defaulttolerationseconds"
 	"knode/internal/agent"
 	"knode/internal/agent/host/linux"
 	"knode/internal/agent/options"
@@ -54,6 +55,8 @@ type serverFlags struct {
 	etcdServers        []string
 	tokenAuthFile      string
 	compactionInterval time.Duration
+	notReadyToleration int64
+	unreachableTol     int64
 	verbose            bool
 }
 
@@ -64,18 +67,22 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 	fs.StringSliceVar(&f.etcdServers, "etcd-servers", nil, "external etcd endpoints (comma-separated URLs); empty runs etcd embedded")
 	fs.StringVar(&f.tokenAuthFile, "token-auth-file", "", "static bearer tokens, one per line: token,user,uid,\"group1,group2\"")
 	fs.DurationVar(&f.compactionInterval, "etcd-compaction-interval", server.DefaultCompactionInterval, "how often storage history is compacted")
+	fs.Int64Var(&f.notReadyToleration, "default-not-ready-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the not-ready:NoExecute toleration added to pods that have none")
+	fs.Int64Var(&f.unreachableTol, "default-unreachable-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the unreachable:NoExecute toleration added to pods that have none")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
 }
 
 func (f *serverFlags) config() server.Config {
 	return server.Config{
-		DataDir:            f.dataDir,
-		BindAddress:        f.bindAddress,
-		SecurePort:         f.securePort,
-		EtcdServers:        f.etcdServers,
-		TokenAuthFile:      f.tokenAuthFile,
-		CompactionInterval: f.compactionInterval,
-		Logger:             logger(f.verbose),
+		DataDir:                             f.dataDir,
+		BindAddress:                         f.bindAddress,
+		SecurePort:                          f.securePort,
+		EtcdServers:                         f.etcdServers,
+		TokenAuthFile:                       f.tokenAuthFile,
+		CompactionInterval:                  f.compactionInterval,
+		DefaultNotReadyTolerationSeconds:    &f.notReadyToleration,
+		DefaultUnreachableTolerationSeconds: &f.unreachableTol,
+		Logger:                              logger(f.verbose),
 	}
 }
 

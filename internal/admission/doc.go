@@ -15,9 +15,10 @@
 //   - noderestriction: upstream's NodeRestriction; limits node identities
 //     to their own Node, Lease and pods, and to the kubelet label
 //     allow-list. It pairs with auth.NodeAuthorizer.
+//   - defaulttolerationseconds: gives pods the not-ready and unreachable
+//     NoExecute tolerations (300 s by default) unless they tolerate them.
 //
-// Planned: DefaultTolerationSeconds and Priority, which change pods
-// rather than refuse them.
+// Planned: Priority, which resolves priorityClassName.
 //
 // This package has no code; it documents the chain.
 package admission

@@ -27,13 +27,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"knode/internal/admission/defaulttolerationseconds"
 	"knode/internal/admission/noderestriction"
 	"knode/internal/apiserver"
 	"knode/internal/auth"
 	"knode/internal/controller/namespace"
+	"knode/internal/controller/tainteviction"
 	"knode/internal/openapi"
 	"knode/internal/registry"
 	eventreg "knode/internal/registry/event"
@@ -60,6 +63,12 @@ type Config struct {
 	TokenAuthFile string
 	// CompactionInterval is how often old revisions are compacted.
 	CompactionInterval time.Duration
+	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds
+	// are the tolerationSeconds DefaultTolerationSeconds admission gives
+	// pods (--default-not-ready-toleration-seconds and
+	// --default-unreachable-toleration-seconds); nil means 300.
+	DefaultNotReadyTolerationSeconds    *int64
+	DefaultUnreachableTolerationSeconds *int64
 	// Clock drives every timer; zero value means the real clock.
 	Clock clock.WithTicker
 	// Logger; nil means slog.Default().
@@ -183,12 +192,18 @@ func Run(ctx context.Context, cfg Config) error {
 		Kinds:         kinds,
 		Authenticator: authn,
 		Authorizer:    authz,
-		Admission:     []apiserver.Admitter{noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes})},
-		Clock:         cfg.Clock,
-		Version:       version.Info(),
-		OpenAPI:       oapi,
-		Extra:         map[string]http.Handler{"/metrics": promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})},
-		Logger:        log,
+		Admission: []apiserver.Admitter{
+			noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes}),
+			defaulttolerationseconds.New(defaulttolerationseconds.Config{
+				NotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
+				UnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
+			}),
+		},
+		Clock:   cfg.Clock,
+		Version: version.Info(),
+		OpenAPI: oapi,
+		Extra:   map[string]http.Handler{"/metrics": promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})},
+		Logger:  log,
 		Ready: func() error {
 			if !ready.Load() {
 				return errors.New("starting")
@@ -241,6 +256,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	go nsController.Run(ctx)
+	loopbackClient, err := kubernetes.NewForConfig(srv.loopback)
+	if err != nil {
+		return err
+	}
+	taintEviction, err := tainteviction.New(tainteviction.Config{Client: loopbackClient, Clock: cfg.Clock, Metrics: metrics, Logger: log})
+	if err != nil {
+		return err
+	}
+	go taintEviction.Run(ctx)
 
 	ready.Store(true)
 	log.Info("knode server ready", "url", url, "kubeconfig", kubeconfig)

@@ -1,0 +1,50 @@
+package tainteviction
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are upstream's taint_eviction_controller series.
+type metrics struct {
+	// deletions counts pods this controller deleted.
+	deletions prometheus.Counter
+	// latency observes, in seconds, how long after its FireAt each
+	// deletion completed.
+	latency prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		deletions: prometheus.NewCounter(prometheus.CounterOpts{
+			Subsystem: "taint_eviction_controller",
+			Name:      "pod_deletions_total",
+			Help:      "[ALPHA] Total number of Pods deleted by TaintEvictionController since its start.",
+		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: "taint_eviction_controller",
+			Name:      "pod_deletion_duration_seconds",
+			Help:      "[ALPHA] Latency, in seconds, between the time when a taint effect has been activated for the Pod and its deletion via TaintEvictionController.",
+			Buckets:   []float64{0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 120, 180, 240},
+		}),
+	}
+}
+
+// register adds the series to r; nil r registers nothing. A series r
+// already holds is an error wrapping ErrMetricsRegistered.
+func (m *metrics) register(r prometheus.Registerer) error {
+	if r == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{m.deletions, m.latency} {
+		if err := r.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if errors.As(err, &already) {
+				return errors.Join(ErrMetricsRegistered, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
