@@ -23,6 +23,8 @@ import (
 	"knode/internal/agent/host/linux"
 	"knode/internal/agent/options"
 	"knode/internal/auth"
+	cloudexec "knode/internal/cloudprovider/exec"
+	"knode/internal/controller/nodeipam"
 	"knode/internal/server"
 	"knode/internal/version"
 )
@@ -57,6 +59,14 @@ type serverFlags struct {
 	compactionInterval time.Duration
 	notReadyToleration int64
 	unreachableTol     int64
+	nodeMonitorPeriod  time.Duration
+	allocateNodeCIDRs  bool
+	clusterCIDR        string
+	nodeCIDRMaskSize   int
+	nodeCIDRMaskSizeV4 int
+	nodeCIDRMaskSizeV6 int
+	cloudProvider      string
+	cloudConfig        string
 	verbose            bool
 }
 
@@ -69,11 +79,19 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 	fs.DurationVar(&f.compactionInterval, "etcd-compaction-interval", server.DefaultCompactionInterval, "how often storage history is compacted")
 	fs.Int64Var(&f.notReadyToleration, "default-not-ready-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the not-ready:NoExecute toleration added to pods that have none")
 	fs.Int64Var(&f.unreachableTol, "default-unreachable-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the unreachable:NoExecute toleration added to pods that have none")
+	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often node health is checked")
+	fs.BoolVar(&f.allocateNodeCIDRs, "allocate-node-cidrs", false, "allocate pod CIDRs to nodes from --cluster-cidr")
+	fs.StringVar(&f.clusterCIDR, "cluster-cidr", "", "CIDR range of pods (one, or a comma-separated dual-stack pair)")
+	fs.IntVar(&f.nodeCIDRMaskSize, "node-cidr-mask-size", 0, "mask size of node CIDRs in a single-stack cluster (24 for IPv4, 64 for IPv6)")
+	fs.IntVar(&f.nodeCIDRMaskSizeV4, "node-cidr-mask-size-ipv4", 0, "mask size of IPv4 node CIDRs in a dual-stack cluster (24)")
+	fs.IntVar(&f.nodeCIDRMaskSizeV6, "node-cidr-mask-size-ipv6", 0, "mask size of IPv6 node CIDRs in a dual-stack cluster (64)")
+	fs.StringVar(&f.cloudProvider, "cloud-provider", "", `cloud provider for node lifecycle: "" for none, or "exec" with --cloud-config`)
+	fs.StringVar(&f.cloudConfig, "cloud-config", "", "configuration file of the cloud provider (for exec: see README)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
 }
 
-func (f *serverFlags) config() server.Config {
-	return server.Config{
+func (f *serverFlags) config() (server.Config, error) {
+	cfg := server.Config{
 		DataDir:                             f.dataDir,
 		BindAddress:                         f.bindAddress,
 		SecurePort:                          f.securePort,
@@ -82,8 +100,37 @@ func (f *serverFlags) config() server.Config {
 		CompactionInterval:                  f.compactionInterval,
 		DefaultNotReadyTolerationSeconds:    &f.notReadyToleration,
 		DefaultUnreachableTolerationSeconds: &f.unreachableTol,
+		NodeMonitorPeriod:                   f.nodeMonitorPeriod,
 		Logger:                              logger(f.verbose),
 	}
+	if f.allocateNodeCIDRs {
+		ipam, err := nodeipam.ParseFlags(f.clusterCIDR, f.nodeCIDRMaskSize, f.nodeCIDRMaskSizeV4, f.nodeCIDRMaskSizeV6)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.IPAM = &ipam
+	} else if f.clusterCIDR != "" {
+		return cfg, fmt.Errorf("--cluster-cidr needs --allocate-node-cidrs")
+	}
+	switch f.cloudProvider {
+	case "":
+		if f.cloudConfig != "" {
+			return cfg, fmt.Errorf("--cloud-config needs --cloud-provider")
+		}
+	case cloudexec.ProviderName:
+		ec, err := cloudexec.LoadConfig(f.cloudConfig)
+		if err != nil {
+			return cfg, fmt.Errorf("--cloud-config: %w", err)
+		}
+		p, err := cloudexec.New(ec)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Cloud = p
+	default:
+		return cfg, fmt.Errorf("--cloud-provider %q: supported values: %q (or empty)", f.cloudProvider, cloudexec.ProviderName)
+	}
+	return cfg, nil
 }
 
 func newServerCommand() *cobra.Command {
@@ -93,7 +140,11 @@ func newServerCommand() *cobra.Command {
 		Short: "Run the control plane: etcd, the API server and the controllers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return server.Run(cmd.Context(), f.config())
+			cfg, err := f.config()
+			if err != nil {
+				return err
+			}
+			return server.Run(cmd.Context(), cfg)
 		},
 	}
 	f.register(cmd.Flags(), "")
@@ -117,7 +168,10 @@ func newUpCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			cfg := f.config()
+			cfg, err := f.config()
+			if err != nil {
+				return err
+			}
 			log := cfg.Logger
 			agentErr := make(chan error, 1)
 			cfg.OnReady = func(s *server.Server) {

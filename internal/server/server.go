@@ -35,7 +35,10 @@ import (
 	"knode/internal/admission/noderestriction"
 	"knode/internal/apiserver"
 	"knode/internal/auth"
+	"knode/internal/cloudprovider"
+	"knode/internal/controller/cloudnode"
 	"knode/internal/controller/namespace"
+	"knode/internal/controller/nodeipam"
 	"knode/internal/controller/tainteviction"
 	"knode/internal/openapi"
 	"knode/internal/registry"
@@ -69,6 +72,15 @@ type Config struct {
 	// --default-unreachable-toleration-seconds); nil means 300.
 	DefaultNotReadyTolerationSeconds    *int64
 	DefaultUnreachableTolerationSeconds *int64
+	// IPAM, when set, allocates pod CIDRs to nodes (--allocate-node-cidrs
+	// with --cluster-cidr and the mask sizes); Client, Clock and Logger are
+	// filled in by Run.
+	IPAM *nodeipam.Config
+	// Cloud, when set, runs the cloud node lifecycle controller against it
+	// (--cloud-provider and --cloud-config).
+	Cloud cloudprovider.Interface
+	// NodeMonitorPeriod paces the node health controllers (5 s).
+	NodeMonitorPeriod time.Duration
 	// Clock drives every timer; zero value means the real clock.
 	Clock clock.WithTicker
 	// Logger; nil means slog.Default().
@@ -235,6 +247,8 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	serveErr := make(chan error, 1)
+	// fatal carries errors from controllers that cannot go on.
+	fatal := make(chan error, 1)
 	go func() { serveErr <- httpServer.ServeTLS(ln, "", "") }()
 
 	srv := &Server{cfg: cfg, pki: pki, URL: url, KubeconfigPath: kubeconfig}
@@ -265,6 +279,27 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	go taintEviction.Run(ctx)
+	if cfg.IPAM != nil {
+		ipamCfg := *cfg.IPAM
+		ipamCfg.Client, ipamCfg.Clock, ipamCfg.Logger = loopbackClient, cfg.Clock, log
+		ipam, err := nodeipam.New(ipamCfg)
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := ipam.Run(ctx); err != nil {
+				log.Error("node IPAM stopped", "err", err)
+				fatal <- fmt.Errorf("node IPAM: %w", err)
+			}
+		}()
+	}
+	if cfg.Cloud != nil {
+		cn, err := cloudnode.New(cloudnode.Config{Client: loopbackClient, Cloud: cfg.Cloud, Clock: cfg.Clock, MonitorPeriod: cfg.NodeMonitorPeriod, Logger: log})
+		if err != nil {
+			return err
+		}
+		go cn.Run(ctx)
+	}
 
 	ready.Store(true)
 	log.Info("knode server ready", "url", url, "kubeconfig", kubeconfig)
@@ -272,17 +307,19 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.OnReady(srv)
 	}
 
+	var runErr error
 	select {
 	case <-ctx.Done():
+	case runErr = <-fatal:
 	case err := <-serveErr:
 		if !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serving: %w", err)
+			runErr = fmt.Errorf("serving: %w", err)
 		}
 	}
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	_ = httpServer.Shutdown(shutdownCtx)
-	return nil
+	return runErr
 }
 
 // LoopbackConfig is a client config with full access, for components that
