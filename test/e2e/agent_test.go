@@ -20,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 )
 
 // newestKubectl is the newest installed kubectl of kubectlVersions; the
@@ -62,16 +64,49 @@ func kubectlWith(t *testing.T, version, home, kubeconfig string, args ...string)
 // the test with its last message after timeout.
 func eventually(t *testing.T, what string, timeout, interval time.Duration, check func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.After(timeout)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
 	for {
 		done, msg := check()
 		if done {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline:
 			t.Fatalf("%s: not done after %s: %s", what, timeout, msg)
+		case <-tick.C:
 		}
-		time.Sleep(interval)
+	}
+}
+
+// watchLease collects the changes to a node's Lease after resourceVersion
+// rv, for d of real time (the agents under test run in real time).
+func watchLease(t *testing.T, client kubernetes.Interface, node, rv string, d time.Duration) []*coordinationv1.Lease {
+	t.Helper()
+	if d <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	w, err := client.CoordinationV1().Leases("kube-node-lease").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node, ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var changes []*coordinationv1.Lease
+	for {
+		select {
+		case <-ctx.Done():
+			return changes
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return changes
+			}
+			if l, isLease := ev.Object.(*coordinationv1.Lease); isLease && ev.Type == watch.Modified {
+				changes = append(changes, l)
+			}
+		}
 	}
 }
 
@@ -347,18 +382,13 @@ func TestAgentSecondNode(t *testing.T) {
 		t.Errorf("lease ownerReferences %v, want [%v]", lease.OwnerReferences, wantOwner)
 	}
 
-	// renewTime advances every 2 s (+ up to 4 % jitter).
-	var renewals []time.Time
+	// renewTime advances every 2 s (+ up to 4 % jitter): watch the Lease.
+	renewals := []time.Time{lease.Spec.RenewTime.Time}
 	pollStart := time.Now()
-	for time.Since(pollStart) < 5500*time.Millisecond {
-		l := getLease()
-		if l.Spec.RenewTime == nil {
-			t.Fatalf("lease has no renewTime: %+v", l.Spec)
+	for _, l := range watchLease(t, client, "node-2", lease.ResourceVersion, 5500*time.Millisecond) {
+		if rt := l.Spec.RenewTime; rt != nil && !rt.Time.Equal(renewals[len(renewals)-1]) {
+			renewals = append(renewals, rt.Time)
 		}
-		if rt := l.Spec.RenewTime.Time; len(renewals) == 0 || !rt.Equal(renewals[len(renewals)-1]) {
-			renewals = append(renewals, rt)
-		}
-		time.Sleep(250 * time.Millisecond)
 	}
 	var gaps []time.Duration
 	for i := 1; i < len(renewals); i++ {
@@ -449,12 +479,14 @@ spec:
 		t.Errorf("node-2 deleted itself")
 	}
 
-	// More than two renew intervals after the kill, renewTime has not moved.
-	if wait := 4500*time.Millisecond - time.Since(killedAt); wait > 0 {
-		time.Sleep(wait)
-	}
-	if got := getLease().Spec.RenewTime.Time; !got.Equal(stopped) {
+	// For more than two renew intervals after the kill, the Lease does not
+	// change: watch it until then.
+	current := getLease()
+	if got := current.Spec.RenewTime.Time; !got.Equal(stopped) {
 		t.Errorf("renewTime moved from %v to %v after the agent was killed", stopped, got)
+	}
+	if changes := watchLease(t, client, "node-2", current.ResourceVersion, 4500*time.Millisecond-time.Since(killedAt)); len(changes) > 0 {
+		t.Errorf("the Lease changed %d times after the agent was killed, first renewTime %v", len(changes), changes[0].Spec.RenewTime)
 	}
 	t.Logf("renewTime unchanged %s after SIGKILL", time.Since(killedAt).Round(time.Millisecond))
 }
