@@ -25,6 +25,7 @@ import (
 	"knode/internal/auth"
 	cloudexec "knode/internal/cloudprovider/exec"
 	"knode/internal/controller/nodeipam"
+	"knode/internal/controller/nodelifecycle"
 	"knode/internal/server"
 	"knode/internal/version"
 )
@@ -60,6 +61,12 @@ type serverFlags struct {
 	notReadyToleration int64
 	unreachableTol     int64
 	nodeMonitorPeriod  time.Duration
+	nodeMonitorGrace   time.Duration
+	nodeStartupGrace   time.Duration
+	evictionRate       float64
+	secondaryRate      float64
+	unhealthyThreshold float64
+	largeClusterSize   int
 	allocateNodeCIDRs  bool
 	clusterCIDR        string
 	nodeCIDRMaskSize   int
@@ -79,7 +86,13 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 	fs.DurationVar(&f.compactionInterval, "etcd-compaction-interval", server.DefaultCompactionInterval, "how often storage history is compacted")
 	fs.Int64Var(&f.notReadyToleration, "default-not-ready-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the not-ready:NoExecute toleration added to pods that have none")
 	fs.Int64Var(&f.unreachableTol, "default-unreachable-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the unreachable:NoExecute toleration added to pods that have none")
-	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often node health is checked")
+	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", nodelifecycle.DefaultNodeMonitorPeriod, "how often node health is checked")
+	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", nodelifecycle.DefaultNodeMonitorGracePeriod, "how long a node may stay silent before it is marked Unknown (the documented 40s; upstream moved to 50s in 1.32)")
+	fs.DurationVar(&f.nodeStartupGrace, "node-startup-grace-period", nodelifecycle.DefaultNodeStartupGracePeriod, "how long a node that never reported may stay silent before it is marked Unknown")
+	fs.Float64Var(&f.evictionRate, "node-eviction-rate", nodelifecycle.DefaultNodeEvictionRate, "nodes per second tainted NoExecute in a healthy zone")
+	fs.Float64Var(&f.secondaryRate, "secondary-node-eviction-rate", nodelifecycle.DefaultSecondaryNodeEvictionRate, "nodes per second tainted NoExecute in a partially disrupted zone larger than --large-cluster-size-threshold")
+	fs.Float64Var(&f.unhealthyThreshold, "unhealthy-zone-threshold", nodelifecycle.DefaultUnhealthyZoneThreshold, "fraction of not-Ready nodes (at least 3) that makes a zone partially disrupted")
+	fs.IntVar(&f.largeClusterSize, "large-cluster-size-threshold", nodelifecycle.DefaultLargeClusterSizeThreshold, "zones of at most this many nodes are not tainted at all when partially disrupted")
 	fs.BoolVar(&f.allocateNodeCIDRs, "allocate-node-cidrs", false, "allocate pod CIDRs to nodes from --cluster-cidr")
 	fs.StringVar(&f.clusterCIDR, "cluster-cidr", "", "CIDR range of pods (one, or a comma-separated dual-stack pair)")
 	fs.IntVar(&f.nodeCIDRMaskSize, "node-cidr-mask-size", 0, "mask size of node CIDRs in a single-stack cluster (24 for IPv4, 64 for IPv6)")
@@ -101,7 +114,15 @@ func (f *serverFlags) config() (server.Config, error) {
 		DefaultNotReadyTolerationSeconds:    &f.notReadyToleration,
 		DefaultUnreachableTolerationSeconds: &f.unreachableTol,
 		NodeMonitorPeriod:                   f.nodeMonitorPeriod,
-		Logger:                              logger(f.verbose),
+		NodeLifecycle: nodelifecycle.Config{
+			NodeMonitorGracePeriod:    f.nodeMonitorGrace,
+			NodeStartupGracePeriod:    f.nodeStartupGrace,
+			NodeEvictionRate:          explicitRate(f.evictionRate),
+			SecondaryNodeEvictionRate: explicitRate(f.secondaryRate),
+			UnhealthyZoneThreshold:    f.unhealthyThreshold,
+			LargeClusterSizeThreshold: f.largeClusterSize,
+		},
+		Logger: logger(f.verbose),
 	}
 	if f.allocateNodeCIDRs {
 		ipam, err := nodeipam.ParseFlags(f.clusterCIDR, f.nodeCIDRMaskSize, f.nodeCIDRMaskSizeV4, f.nodeCIDRMaskSizeV6)
@@ -218,6 +239,15 @@ func newUpCommand() *cobra.Command {
 	}
 	f.register(cmd.Flags(), defaultDataDir())
 	return cmd
+}
+
+// explicitRate maps a rate flag to the controller's config, where zero
+// means "the default" and a negative rate means none.
+func explicitRate(r float64) float64 {
+	if r == 0 {
+		return -1
+	}
+	return r
 }
 
 // logger is the process's structured logger.

@@ -39,6 +39,7 @@ import (
 	"knode/internal/controller/cloudnode"
 	"knode/internal/controller/namespace"
 	"knode/internal/controller/nodeipam"
+	"knode/internal/controller/nodelifecycle"
 	"knode/internal/controller/tainteviction"
 	"knode/internal/openapi"
 	"knode/internal/registry"
@@ -81,6 +82,9 @@ type Config struct {
 	Cloud cloudprovider.Interface
 	// NodeMonitorPeriod paces the node health controllers (5 s).
 	NodeMonitorPeriod time.Duration
+	// NodeLifecycle configures the node lifecycle controller; Client,
+	// Clock, Registerer, Logger and NodeMonitorPeriod are filled in by Run.
+	NodeLifecycle nodelifecycle.Config
 	// Clock drives every timer; zero value means the real clock.
 	Clock clock.WithTicker
 	// Logger; nil means slog.Default().
@@ -279,6 +283,18 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	go taintEviction.Run(ctx)
+	nlcCfg := cfg.NodeLifecycle
+	nlcCfg.Client, nlcCfg.Clock, nlcCfg.Registerer, nlcCfg.Logger = loopbackClient, cfg.Clock, metrics, log
+	nlcCfg.NodeMonitorPeriod = cfg.NodeMonitorPeriod
+	nlc, err := nodelifecycle.New(nlcCfg)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := nlc.Run(ctx); err != nil {
+			fatal <- fmt.Errorf("node lifecycle controller: %w", err)
+		}
+	}()
 	if cfg.IPAM != nil {
 		ipamCfg := *cfg.IPAM
 		ipamCfg.Client, ipamCfg.Clock, ipamCfg.Logger = loopbackClient, cfg.Clock, log
