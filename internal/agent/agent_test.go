@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -22,31 +21,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"knode/internal/admission/noderestriction"
 	"knode/internal/agent"
 	"knode/internal/agent/host"
 	"knode/internal/agent/host/fake"
 	"knode/internal/agent/nodestatus"
-	"knode/internal/apiserver"
-	"knode/internal/auth"
-	"knode/internal/server"
-	"knode/internal/storage/memory"
+	"knode/internal/apitest"
 )
 
-// The identities of the test cluster, as a static token file.
+// The identities of the test cluster.
 const (
-	adminToken = "admin-token"
+	adminToken = apitest.AdminToken
 	node1Token = "node1-token"
 	node2Token = "node2-token"
-	tokenFile  = adminToken + `,admin,uid0,"system:masters"
-` + node1Token + `,system:node:node-1,uid1,"system:nodes"
-` + node2Token + `,system:node:node-2,uid2,"system:nodes"
-`
 )
 
 var (
@@ -74,7 +64,7 @@ func (r request) isWrite() bool { return r.Method != http.MethodGet }
 // NodeRestriction) over a memory store, behind httptest, with a log of
 // every request it answered.
 type cluster struct {
-	url   string
+	api   *apitest.Server
 	admin kubernetes.Interface
 
 	mu       sync.Mutex
@@ -84,43 +74,23 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	tf, err := auth.ParseTokenFile(strings.NewReader(tokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The node rules look objects up through the API server, as
-	// internal/server wires them.
-	var api *apiserver.Server
-	pods := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
-		obj, err := api.Get(ctx, corev1.SchemeGroupVersion.WithResource("pods"), namespace, name)
-		if err != nil {
-			return nil, err
-		}
-		return obj.(*corev1.Pod), nil
-	}
-	nodes := func(ctx context.Context, name string) (*corev1.Node, error) {
-		obj, err := api.Get(ctx, corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
-		if err != nil {
-			return nil, err
-		}
-		return obj.(*corev1.Node), nil
-	}
-	api, err = apiserver.New(apiserver.Config{
-		Storage:       memory.New(memory.Config{}),
-		Kinds:         server.Kinds(),
-		Authenticator: auth.UnionAuthenticator{tf},
-		Authorizer:    append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{Pods: pods})), auth.DiscoveryAuthorizer{}),
-		Admission:     []apiserver.Admitter{noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes})},
-		Logger:        quietLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.EnsureNamespaces(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	c := &cluster{notify: make(chan struct{}, 1)}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c.api = apitest.Start(t, apitest.Options{
+		Tokens: []string{
+			node1Token + `,system:node:node-1,uid1,"system:nodes"`,
+			node2Token + `,system:node:node-2,uid2,"system:nodes"`,
+		},
+		NodeRules: true,
+		Wrap:      c.record,
+		Logger:    quietLogger(),
+	})
+	c.admin = c.api.Admin
+	return c
+}
+
+// record serves through api and logs the request.
+func (c *cluster) record(api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		api.ServeHTTP(rec, r)
 		c.mu.Lock()
@@ -136,11 +106,7 @@ func newCluster(t *testing.T) *cluster {
 		case c.notify <- struct{}{}:
 		default:
 		}
-	}))
-	t.Cleanup(ts.Close)
-	c.url = ts.URL
-	c.admin = c.client(t, adminToken)
-	return c
+	})
 }
 
 type statusRecorder struct {
@@ -162,11 +128,7 @@ func (s *statusRecorder) Flush() {
 // client is a clientset acting as the identity of token.
 func (c *cluster) client(t *testing.T, token string) kubernetes.Interface {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: c.url, BearerToken: token, QPS: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
+	return c.api.Client(t, token)
 }
 
 // log returns the requests served so far that match keep (all if nil).

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -21,21 +20,15 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"knode/internal/apiserver"
-	"knode/internal/auth"
-	"knode/internal/server"
+	"knode/internal/apitest"
 	"knode/internal/storage"
-	"knode/internal/storage/memory"
-	"knode/internal/version"
 )
 
-const tokens = `admintoken,admin,1,"system:masters"
-alicetoken,alice,2,"developers"
-`
+// aliceToken is a user outside system:masters.
+const aliceToken = "alicetoken"
 
 type fixture struct {
 	url    string
@@ -47,36 +40,14 @@ type fixture struct {
 // (TLS is covered end to end), with admin and non-admin tokens.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	tf, err := auth.ParseTokenFile(strings.NewReader(tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := memory.New(memory.Config{})
-	api, err := apiserver.New(apiserver.Config{
-		Storage:       store,
-		Kinds:         server.Kinds(),
-		Authenticator: auth.UnionAuthenticator{tf},
-		Version:       version.Info(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.EnsureNamespaces(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(api)
-	t.Cleanup(ts.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL, BearerToken: "admintoken"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{url: ts.URL, client: client, store: store}
+	s := apitest.Start(t, apitest.Options{Tokens: []string{aliceToken + `,alice,2,"developers"`}})
+	return &fixture{url: s.URL, client: s.Admin, store: s.Store}
 }
 
 // do sends a raw request as the admin and returns the status and body.
 func (f *fixture) do(t *testing.T, method, path, contentType string, body []byte) (int, []byte) {
 	t.Helper()
-	return f.doAs(t, "admintoken", method, path, contentType, body)
+	return f.doAs(t, apitest.AdminToken, method, path, contentType, body)
 }
 
 func (f *fixture) doAs(t *testing.T, token, method, path, contentType string, body []byte) (int, []byte) {
@@ -194,7 +165,7 @@ func TestValidationCausesNameFields(t *testing.T) {
 func TestUnknownFieldWarnsByDefault(t *testing.T) {
 	f := newFixture(t)
 	req, _ := http.NewRequest("POST", f.url+"/api/v1/nodes", strings.NewReader(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"w"},"spec":{"bogus":1}}`))
-	req.Header.Set("Authorization", "Bearer admintoken")
+	req.Header.Set("Authorization", "Bearer "+apitest.AdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +191,7 @@ func TestAuthentication(t *testing.T) {
 	if code, _ := f.doAs(t, "wrong", "GET", "/api/v1/nodes", "", nil); code != 401 {
 		t.Errorf("bad token: %d, want 401", code)
 	}
-	code, body := f.doAs(t, "alicetoken", "GET", "/api/v1/nodes", "", nil)
+	code, body := f.doAs(t, aliceToken, "GET", "/api/v1/nodes", "", nil)
 	if st := decodeStatus(t, body); code != 403 || !strings.Contains(st.Message, `User "alice" cannot list resource "nodes"`) {
 		t.Errorf("non-admin: %d %s", code, body)
 	}
@@ -389,7 +360,7 @@ func TestTableForNodes(t *testing.T) {
 		t.Fatal(string(body))
 	}
 	req, _ := http.NewRequest("GET", f.url+"/api/v1/nodes", nil)
-	req.Header.Set("Authorization", "Bearer admintoken")
+	req.Header.Set("Authorization", "Bearer "+apitest.AdminToken)
 	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

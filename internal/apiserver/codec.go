@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 	kjson "sigs.k8s.io/json"
@@ -60,47 +61,59 @@ var protobufSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 // Kubernetes protobuf (where unknown fields cannot be detected, as
 // upstream).
 func decodeBodyAs(k *registry.Kind, contentType string, data []byte, fv fieldValidation) (runtime.Object, []string, error) {
+	obj, warnings, err := decodeObject(k.New(), k.GroupVersion.WithKind(k.Kind), contentType, data, fv)
+	if err != nil {
+		return nil, nil, err
+	}
+	setTypeMeta(k, obj)
+	return obj, warnings, nil
+}
+
+// decodeObject decodes a body sent with the given Content-Type into into,
+// which must be of kind gvk.
+func decodeObject(into runtime.Object, gvk schema.GroupVersionKind, contentType string, data []byte, fv fieldValidation) (runtime.Object, []string, error) {
+	kind, version, gv := gvk.Kind, gvk.Version, gvk.GroupVersion().String()
+	cannot := func(err error) error {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", kind, version, kind, err))
+	}
 	if mediaType(contentType) == protobufMediaType {
-		obj := k.New()
-		out, gvk, err := protobufSerializer.Decode(data, nil, obj)
+		out, got, err := protobufSerializer.Decode(data, nil, into)
 		if err != nil {
-			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, k.GroupVersion.Version, k.Kind, err))
+			return nil, nil, cannot(err)
 		}
-		if gvk != nil && (gvk.Kind != k.Kind || gvk.GroupVersion() != k.GroupVersion) {
-			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s", gvk.Kind, gvk.Version, k.Kind))
+		if got != nil && (got.Kind != kind || got.GroupVersion().String() != gv) {
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s", got.Kind, got.Version, kind))
 		}
-		setTypeMeta(k, out)
+		out.GetObjectKind().SetGroupVersionKind(gvk)
 		return out, nil, nil
 	}
 	var tm metav1.TypeMeta
 	if err := json.Unmarshal(data, &tm); err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("couldn't get version/kind; json parse error: %v", err))
 	}
-	gv := k.GroupVersion.String()
 	if tm.APIVersion != "" && tm.APIVersion != gv {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", tm.APIVersion, gv))
 	}
-	if tm.Kind != "" && tm.Kind != k.Kind {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: no kind %q is registered for version %q", tm.Kind, k.GroupVersion.Version, k.Kind, tm.Kind, gv))
+	if tm.Kind != "" && tm.Kind != kind {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: no kind %q is registered for version %q", tm.Kind, version, kind, tm.Kind, gv))
 	}
-	obj := k.New()
-	strictErrs, err := kjson.UnmarshalStrict(data, obj)
+	strictErrs, err := kjson.UnmarshalStrict(data, into)
 	if err != nil {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, k.GroupVersion.Version, k.Kind, err))
+		return nil, nil, cannot(err)
 	}
 	var warnings []string
 	if len(strictErrs) > 0 {
 		switch fv {
 		case validationStrict:
-			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, k.GroupVersion.Version, k.Kind, runtime.NewStrictDecodingError(strictErrs)))
+			return nil, nil, cannot(runtime.NewStrictDecodingError(strictErrs))
 		case validationWarn:
 			for _, e := range strictErrs {
 				warnings = append(warnings, e.Error())
 			}
 		}
 	}
-	setTypeMeta(k, obj)
-	return obj, warnings, nil
+	into.GetObjectKind().SetGroupVersionKind(gvk)
+	return into, warnings, nil
 }
 
 // setTypeMeta stamps apiVersion and kind on an object of kind k.

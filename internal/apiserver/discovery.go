@@ -6,7 +6,10 @@ import (
 	"strings"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"knode/internal/registry"
 )
@@ -106,6 +109,11 @@ func (s *Server) resourceList(g *groupInfo, groupVersion string) *metav1.APIReso
 				Name: k.Resource + "/" + sub, Namespaced: k.Namespaced, Kind: k.Kind, Verbs: subresourceVerbs,
 			})
 		}
+		for _, sub := range postSubresources(k) {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: k.Resource + "/" + sub.name, Namespaced: k.Namespaced, Group: sub.gvk.Group, Version: sub.gvk.Version, Kind: sub.gvk.Kind, Verbs: []string{"create"},
+			})
+		}
 	}
 	return list
 }
@@ -119,6 +127,24 @@ func subresources(k *registry.Kind) []string {
 		subs = append(subs, "finalize")
 	}
 	return subs
+}
+
+// postSubresource is a subresource that only takes a POST of its own kind.
+type postSubresource struct {
+	name string
+	gvk  schema.GroupVersionKind
+}
+
+// postSubresources are pods' binding and eviction; kubectl drain finds
+// eviction (policy/v1) through discovery.
+func postSubresources(k *registry.Kind) []postSubresource {
+	if k.Resource != "pods" || k.GroupVersion.Group != "" {
+		return nil
+	}
+	return []postSubresource{
+		{name: subBinding, gvk: corev1.SchemeGroupVersion.WithKind("Binding")},
+		{name: subEviction, gvk: policyv1.SchemeGroupVersion.WithKind("Eviction")},
+	}
 }
 
 // writeDiscoveryV2 writes the aggregated discovery document of the legacy
@@ -143,6 +169,10 @@ func (s *Server) writeDiscoveryV2(w http.ResponseWriter, core bool) {
 			for _, sub := range subresources(k) {
 				subGVK := gvk
 				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{Subresource: sub, ResponseKind: &subGVK, Verbs: subresourceVerbs})
+			}
+			for _, sub := range postSubresources(k) {
+				subGVK := metav1.GroupVersionKind{Group: sub.gvk.Group, Version: sub.gvk.Version, Kind: sub.gvk.Kind}
+				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{Subresource: sub.name, ResponseKind: &subGVK, Verbs: []string{"create"}})
 			}
 			version.Resources = append(version.Resources, res)
 		}

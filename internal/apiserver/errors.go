@@ -55,3 +55,8 @@ func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(
 func fieldErrorList(path string, index int, value string) field.ErrorList {
 	return field.ErrorList{field.Invalid(field.NewPath(path).Index(index), value, "must not be empty")}
 }
+
+// fieldErrorListAt reports one invalid field.
+func fieldErrorListAt(path string, value interface{}, detail string) field.ErrorList {
+	return field.ErrorList{field.Invalid(field.NewPath(path), value, detail)}
+}

@@ -38,6 +38,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, a auth.At
 	if !st.kind.Namespaced {
 		namespace = ""
 	}
+	if s.isPodPost(st, a) {
+		if err := s.servePodPost(r.Context(), w, r, st, namespace, a); err != nil {
+			writeError(w, err)
+		}
+		return
+	}
 	switch a.Subresource {
 	case "":
 	case "status":

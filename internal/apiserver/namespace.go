@@ -62,54 +62,23 @@ func (s *Server) finalizeNamespace(ctx context.Context, w http.ResponseWriter, r
 // (which keep spec.finalizers), deleting it when it is terminating and no
 // finalizer is left.
 func (st *objectStore) finalize(ctx context.Context, name string, fn updateFunc, dryRun bool) (runtime.Object, error) {
-	for attempt := 0; attempt <= maxUpdateRetries; attempt++ {
-		st.recent.forget(st.key("", name))
-		kv, err := st.storage.Get(ctx, st.key("", name))
-		if err != nil {
-			return nil, storageError(err, st.gr, name)
-		}
-		current, err := st.decode(kv.Value, kv.ModRevision)
+	check := func(current runtime.Object) (runtime.Object, error) {
+		obj, err := fn(current)
 		if err != nil {
 			return nil, err
 		}
-		obj, err := fn(current.DeepCopyObject())
-		if err != nil {
-			return nil, err
-		}
-		ns := obj.(*corev1.Namespace)
-		for i, f := range ns.Spec.Finalizers {
+		for i, f := range obj.(*corev1.Namespace).Spec.Finalizers {
 			if f == "" {
 				return nil, apierrors.NewInvalid(st.gk(), name, fieldErrorList("spec.finalizers", i, string(f)))
 			}
 		}
-		if dryRun {
-			return obj, nil
-		}
-		if ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0 {
-			del, err := st.storage.Delete(ctx, kv.Key, kv.ModRevision)
-			if err == nil {
-				setRevision(obj, del.ModRevision)
-				return obj, nil
-			}
-			if !isConflict(err) {
-				return nil, storageError(err, st.gr, name)
-			}
-			continue
-		}
-		data, err := st.encode(obj)
-		if err != nil {
-			return nil, err
-		}
-		rev, err := st.storage.Update(ctx, kv.Key, data, kv.ModRevision)
-		if err == nil {
-			setRevision(obj, rev)
-			return obj, nil
-		}
-		if !isConflict(err) {
-			return nil, storageError(err, st.gr, name)
-		}
+		return obj, nil
 	}
-	return nil, apierrors.NewConflict(st.gr, name, errors.New(conflictMessage))
+	released := func(obj runtime.Object) bool {
+		ns := obj.(*corev1.Namespace)
+		return ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0
+	}
+	return st.rawUpdate(ctx, "", name, check, released, dryRun)
 }
 
 // EnsureNamespaces creates the system namespaces that are missing.

@@ -2,8 +2,6 @@ package apiserver_test
 
 import (
 	"context"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,33 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
-	"knode/internal/apiserver"
-	"knode/internal/auth"
-	"knode/internal/server"
+	"knode/internal/apitest"
 	"knode/internal/storage"
-	"knode/internal/version"
 )
 
 // clientFor serves store through a second, independent API server.
 func clientFor(t *testing.T, store storage.Interface) kubernetes.Interface {
 	t.Helper()
-	tf, err := auth.ParseTokenFile(strings.NewReader(tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := apiserver.New(apiserver.Config{Storage: store, Kinds: server.Kinds(), Authenticator: auth.UnionAuthenticator{tf}, Version: version.Info()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(api)
-	t.Cleanup(ts.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL, BearerToken: "admintoken"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
+	return apitest.Start(t, apitest.Options{Store: store}).Admin
 }
 
 // Two API servers share one store; each remembers objects it wrote. Writes

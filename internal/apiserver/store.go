@@ -399,6 +399,58 @@ func (s *objectStore) finalized(obj runtime.Object) bool {
 	return true
 }
 
+// rawUpdate applies fn to the stored object with a compare-and-swap,
+// retrying on conflict, without the kind's update rules: it is for the
+// subresources that may change what the main resource may not (a
+// namespace's finalizers, a pod's nodeName through binding). When remove
+// reports true for the new object, the object is deleted instead.
+func (st *objectStore) rawUpdate(ctx context.Context, namespace, name string, fn updateFunc, remove func(runtime.Object) bool, dryRun bool) (runtime.Object, error) {
+	key := st.key(namespace, name)
+	for attempt := 0; attempt <= maxUpdateRetries; attempt++ {
+		st.recent.forget(key)
+		kv, err := st.storage.Get(ctx, key)
+		if err != nil {
+			return nil, storageError(err, st.gr, name)
+		}
+		current, err := st.decode(kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, err
+		}
+		obj, err := fn(current.DeepCopyObject())
+		if err != nil {
+			return nil, err
+		}
+		if dryRun {
+			return obj, nil
+		}
+		if remove != nil && remove(obj) {
+			del, err := st.storage.Delete(ctx, key, kv.ModRevision)
+			if err == nil {
+				setRevision(obj, del.ModRevision)
+				return obj, nil
+			}
+			if !isConflict(err) {
+				return nil, storageError(err, st.gr, name)
+			}
+			continue
+		}
+		data, err := st.encode(obj)
+		if err != nil {
+			return nil, err
+		}
+		rev, err := st.storage.Update(ctx, key, data, kv.ModRevision)
+		if err == nil {
+			setRevision(obj, rev)
+			st.recent.remember(key, rev, obj, data)
+			return obj, nil
+		}
+		if !isConflict(err) {
+			return nil, storageError(err, st.gr, name)
+		}
+	}
+	return nil, apierrors.NewConflict(st.gr, name, errors.New(conflictMessage))
+}
+
 // deleteOptions are the parts of a delete request the store needs.
 type deleteOptions struct {
 	gracePeriod   *int64

@@ -186,21 +186,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var ready atomic.Bool
 	// The node rules look objects up through the API server built below.
 	var api *apiserver.Server
-	pods := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
-		obj, err := api.Get(ctx, corev1.SchemeGroupVersion.WithResource("pods"), namespace, name)
-		if err != nil {
-			return nil, err
-		}
-		return obj.(*corev1.Pod), nil
-	}
-	nodes := func(ctx context.Context, name string) (*corev1.Node, error) {
-		obj, err := api.Get(ctx, corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
-		if err != nil {
-			return nil, err
-		}
-		return obj.(*corev1.Node), nil
-	}
-	authz := append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{Pods: pods})), auth.DiscoveryAuthorizer{})
+	authz, nodeRestriction := NodeAccess(func() *apiserver.Server { return api })
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err = apiserver.New(apiserver.Config{
@@ -209,7 +195,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Authenticator: authn,
 		Authorizer:    authz,
 		Admission: []apiserver.Admitter{
-			noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes}),
+			nodeRestriction,
 			defaulttolerationseconds.New(defaulttolerationseconds.Config{
 				NotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 				UnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
@@ -336,6 +322,39 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stop()
 	_ = httpServer.Shutdown(shutdownCtx)
 	return runErr
+}
+
+// NodeAccess returns the authorizer the API server uses and the
+// NodeRestriction admission plugin, wired together as `knode server` wires
+// them:
+//
+//   - the authorizer asks, in order, auth.MastersAuthorizer, the node
+//     authorizer, and auth.DiscoveryAuthorizer; what none allows is refused;
+//   - the admitter is NodeRestriction, which must run on every write, before
+//     any other admission plugin, for the node authorizer's grants to be
+//     safe.
+//
+// Both read pods and nodes through the server api returns, without
+// authorization. api is called on each lookup, not now, so it may return
+// a server built after this call; it must not return nil once requests
+// are served.
+func NodeAccess(api func() *apiserver.Server) (auth.Authorizer, apiserver.Admitter) {
+	pods := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+		obj, err := api().Get(ctx, corev1.SchemeGroupVersion.WithResource("pods"), namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Pod), nil
+	}
+	nodes := func(ctx context.Context, name string) (*corev1.Node, error) {
+		obj, err := api().Get(ctx, corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.Node), nil
+	}
+	authz := append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{Pods: pods})), auth.DiscoveryAuthorizer{})
+	return authz, noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes})
 }
 
 // LoopbackConfig is a client config with full access, for components that

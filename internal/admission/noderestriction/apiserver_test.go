@@ -2,9 +2,6 @@ package noderestriction_test
 
 import (
 	"context"
-	"encoding/json"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,80 +11,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"knode/internal/admission/noderestriction"
-	"knode/internal/apiserver"
-	"knode/internal/auth"
-	"knode/internal/server"
-	"knode/internal/storage"
-	"knode/internal/storage/memory"
+	"knode/internal/apitest"
 )
 
-const tokens = `admintoken,admin,1,"system:masters"
-node1token,system:node:node-1,2,"system:nodes"
-node2token,system:node:node-2,3,"system:nodes"
-`
-
-// getter reads one stored object by key, the way the API server stores
-// it (JSON under /registry/<resource>/...). Tests only: the server wires
-// its own.
-func getter[T any](store storage.Interface, key func(ns, name string) string) func(ctx context.Context, ns, name string) (*T, error) {
-	return func(ctx context.Context, ns, name string) (*T, error) {
-		kv, err := store.Get(ctx, key(ns, name))
-		if err != nil {
-			return nil, err
-		}
-		obj := new(T)
-		if err := json.Unmarshal(kv.Value, obj); err != nil {
-			return nil, err
-		}
-		return obj, nil
-	}
-}
+const (
+	node1Token = "node1token"
+	node2Token = "node2token"
+)
 
 type cluster struct {
 	admin, node1, node2 kubernetes.Interface
 }
 
 // newCluster serves the real kinds from a memory store with the node
-// authorizer and NodeRestriction, and returns a clientset per identity.
+// authorizer and NodeRestriction as knode server wires them, and returns a
+// clientset per identity.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	tf, err := auth.ParseTokenFile(strings.NewReader(tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := memory.New(memory.Config{})
-	pods := getter[corev1.Pod](store, func(ns, name string) string { return "/registry/pods/" + ns + "/" + name })
-	nodes := getter[corev1.Node](store, func(_, name string) string { return "/registry/nodes/" + name })
-	api, err := apiserver.New(apiserver.Config{
-		Storage:       store,
-		Kinds:         server.Kinds(),
-		Authenticator: auth.UnionAuthenticator{tf},
-		Authorizer:    auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{Pods: pods})),
-		Admission: []apiserver.Admitter{noderestriction.New(noderestriction.Config{
-			Pods:  pods,
-			Nodes: func(ctx context.Context, name string) (*corev1.Node, error) { return nodes(ctx, "", name) },
-		})},
+	s := apitest.Start(t, apitest.Options{
+		Tokens: []string{
+			node1Token + `,system:node:node-1,2,"system:nodes"`,
+			node2Token + `,system:node:node-2,3,"system:nodes"`,
+		},
+		NodeRules: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.EnsureNamespaces(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(api)
-	t.Cleanup(ts.Close)
-	client := func(token string) kubernetes.Interface {
-		c, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL, BearerToken: token, QPS: 1000, Burst: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	return &cluster{admin: client("admintoken"), node1: client("node1token"), node2: client("node2token")}
+	return &cluster{admin: s.Admin, node1: s.Client(t, node1Token), node2: s.Client(t, node2Token)}
 }
 
 // expectForbidden fails unless err is a 403 whose message is want.

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,18 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"knode/internal/apiserver"
-	"knode/internal/auth"
+	"knode/internal/apitest"
 	"knode/internal/cloudprovider"
 	"knode/internal/cloudprovider/exec"
 	"knode/internal/cloudprovider/fake"
 	"knode/internal/controller/cloudnode"
-	"knode/internal/server"
-	"knode/internal/storage/memory"
-	"knode/internal/version"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -48,30 +41,8 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(epoch)
-	tokens, err := auth.ParseTokenFile(strings.NewReader(`admintoken,admin,1,"system:masters"` + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := apiserver.New(apiserver.Config{
-		Storage:       memory.New(memory.Config{}),
-		Kinds:         server.Kinds(),
-		Authenticator: auth.UnionAuthenticator{tokens},
-		Clock:         clk,
-		Version:       version.Info(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.EnsureNamespaces(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(api)
-	t.Cleanup(ts.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL, BearerToken: "admintoken", QPS: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &world{client: client, cloud: fake.New(), clock: clk}
+	s := apitest.Start(t, apitest.Options{Clock: clk})
+	return &world{client: s.Admin, cloud: fake.New(), clock: clk}
 }
 
 func (w *world) controller(t *testing.T, cloud cloudprovider.Interface) *cloudnode.Controller {

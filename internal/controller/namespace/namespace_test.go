@@ -2,8 +2,6 @@ package namespace_test
 
 import (
 	"context"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -13,35 +11,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"knode/internal/apiserver"
-	"knode/internal/auth"
+	"knode/internal/apitest"
 	"knode/internal/controller/namespace"
-	"knode/internal/server"
-	"knode/internal/storage/memory"
-	"knode/internal/version"
 )
 
 func setup(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
-	tf, err := auth.ParseTokenFile(strings.NewReader("admintoken,admin,1,\"system:masters\"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := apiserver.New(apiserver.Config{Storage: memory.New(memory.Config{}), Kinds: server.Kinds(), Authenticator: auth.UnionAuthenticator{tf}, Version: version.Info()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.EnsureNamespaces(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(api)
-	t.Cleanup(ts.Close)
-	cfg := &rest.Config{Host: ts.URL, BearerToken: "admintoken"}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, client
+	s := apitest.Start(t, apitest.Options{})
+	return s.AdminConfig, s.Admin
 }
 
 func TestSyncEmptiesAndRemovesDeletedNamespace(t *testing.T) {

@@ -3,21 +3,14 @@ package nodeipam_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
-	"knode/internal/apiserver"
-	"knode/internal/auth"
-	"knode/internal/server"
-	"knode/internal/storage/memory"
-	"knode/internal/version"
+	"knode/internal/apitest"
 )
 
 // hook runs before a request reaches the API server; tests use it to
@@ -29,38 +22,18 @@ type hook func(r *http.Request)
 // through *before first (if set).
 func newAPI(t *testing.T, before *hook) kubernetes.Interface {
 	t.Helper()
-	tokens, err := auth.ParseTokenFile(strings.NewReader(`admintoken,admin,1,"system:masters"` + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := apiserver.New(apiserver.Config{
-		Storage:       memory.New(memory.Config{}),
-		Kinds:         server.Kinds(),
-		Authenticator: auth.UnionAuthenticator{tokens},
-		Version:       version.Info(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.EnsureNamespaces(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	var handler http.Handler = api
+	var opts apitest.Options
 	if before != nil {
-		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if *before != nil {
-				(*before)(r)
-			}
-			api.ServeHTTP(w, r)
-		})
+		opts.Wrap = func(api http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if *before != nil {
+					(*before)(r)
+				}
+				api.ServeHTTP(w, r)
+			})
+		}
 	}
-	ts := httptest.NewServer(handler)
-	t.Cleanup(ts.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL, BearerToken: "admintoken", QPS: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
+	return apitest.Start(t, opts).Admin
 }
 
 func createNode(t *testing.T, c kubernetes.Interface, name string, podCIDRs ...string) *corev1.Node {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
@@ -16,16 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"knode/internal/apiserver"
-	"knode/internal/auth"
+	"knode/internal/apitest"
 	"knode/internal/controller/nodelifecycle"
-	"knode/internal/server"
-	"knode/internal/storage/memory"
-	"knode/internal/version"
 )
 
 var start = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -48,30 +42,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	clk := testingclock.NewFakeClock(start)
-	tf, err := auth.ParseTokenFile(strings.NewReader(`admin-token,admin,admin-uid,"system:masters"` + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := apiserver.New(apiserver.Config{
-		Storage:       memory.New(memory.Config{}),
-		Kinds:         server.Kinds(),
-		Authenticator: auth.UnionAuthenticator{tf},
-		Clock:         clk,
-		Version:       version.Info(),
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.EnsureNamespaces(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(api)
-	t.Cleanup(ts.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL, BearerToken: "admin-token", QPS: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := apitest.Start(t, apitest.Options{Clock: clk}).Admin
 	reg := prometheus.NewRegistry()
 	ctrl, err := nodelifecycle.New(nodelifecycle.Config{
 		Client:     client,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,17 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"knode/internal/admission/defaulttolerationseconds"
 	"knode/internal/apiserver"
-	"knode/internal/auth"
+	"knode/internal/apitest"
 	"knode/internal/controller/tainteviction"
-	"knode/internal/server"
-	"knode/internal/storage/memory"
-	"knode/internal/version"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -46,33 +41,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	tf, err := auth.ParseTokenFile(strings.NewReader("admintoken,admin,1,\"system:masters\"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	fc := clocktesting.NewFakeClock(t0)
-	api, err := apiserver.New(apiserver.Config{
-		Storage:       memory.New(memory.Config{}),
-		Kinds:         server.Kinds(),
-		Authenticator: auth.UnionAuthenticator{tf},
-		Admission:     []apiserver.Admitter{defaulttolerationseconds.New(defaulttolerationseconds.Config{})},
-		Clock:         fc,
-		Version:       version.Info(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := apitest.Start(t, apitest.Options{
+		Admission: []apiserver.Admitter{defaulttolerationseconds.New(defaulttolerationseconds.Config{})},
+		Clock:     fc,
+	}).Admin
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := api.EnsureNamespaces(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(api)
-	t.Cleanup(ts.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL, BearerToken: "admintoken", QPS: 1000, Burst: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
 	c, err := tainteviction.New(tainteviction.Config{Client: client, Clock: fc, Metrics: reg, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
