@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -214,9 +215,7 @@ func writeError(w http.ResponseWriter, err error) {
 
 func toStatus(err error) *metav1.Status {
 	var st apierrors.APIStatus
-	if s, ok := err.(apierrors.APIStatus); ok {
-		st = s
-	} else if !errorsAs(err, &st) {
+	if !errors.As(err, &st) {
 		st = apierrors.NewInternalError(err)
 	}
 	status := st.Status()

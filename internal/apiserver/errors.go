@@ -13,10 +13,6 @@ import (
 	"knode/internal/storage"
 )
 
-func errorsAs(err error, target *apierrors.APIStatus) bool {
-	return errors.As(err, target)
-}
-
 // storageError maps a storage sentinel error to the API error a client of
 // resource gr named name expects.
 func storageError(err error, gr schema.GroupResource, name string) error {

@@ -31,7 +31,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, a auth.At
 	gvr := schema.GroupVersionResource{Group: a.APIGroup, Version: a.APIVersion, Resource: a.Resource}
 	st, ok := s.stores[gvr]
 	if !ok {
-		writeError(w, notFoundPath(r.URL.Path))
+		writeError(w, notFound())
 		return
 	}
 	namespace := a.Namespace
@@ -48,20 +48,20 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, a auth.At
 	case "":
 	case "status":
 		if st.kind.Status == nil {
-			writeError(w, notFoundPath(r.URL.Path))
+			writeError(w, notFound())
 			return
 		}
 	case "finalize":
 		if st != s.namespace {
-			writeError(w, notFoundPath(r.URL.Path))
+			writeError(w, notFound())
 			return
 		}
 	default:
-		writeError(w, notFoundPath(r.URL.Path))
+		writeError(w, notFound())
 		return
 	}
 	if a.Subresource != "" && a.Name == "" {
-		writeError(w, notFoundPath(r.URL.Path))
+		writeError(w, notFound())
 		return
 	}
 	if a.Subresource != "" {

@@ -269,14 +269,14 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	writeError(w, notFoundPath(path))
+	writeError(w, notFound())
 }
 
-func notFoundPath(path string) error {
+// notFound is upstream's 404 for a path nothing serves.
+func notFound() error {
 	err := apierrors.NewNotFound(schema.GroupResource{}, "")
 	err.ErrStatus.Message = "the server could not find the requested resource"
 	err.ErrStatus.Details = &metav1.StatusDetails{}
-	_ = path
 	return err
 }
 
