@@ -357,8 +357,11 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 	if opts.dryRun {
 		return obj, nil
 	}
-	// An object being deleted whose last finalizer went is removed.
-	if accessor.GetDeletionTimestamp() != nil && len(accessor.GetFinalizers()) == 0 && s.finalized(obj) {
+	// An update that removes the last finalizer of an object whose
+	// deletion is otherwise complete (grace period 0) removes it, as
+	// upstream. An object still in its grace period stays: its owner (the
+	// agent, for a pod) finishes the deletion.
+	if deleteDuringUpdate(accessor, old) && s.finalized(obj) {
 		kv, err := s.storage.Delete(ctx, s.key(namespace, name), rev)
 		s.recent.forget(s.key(namespace, name))
 		if errors.Is(err, storage.ErrConflict) {
@@ -381,6 +384,15 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 	setRevision(obj, newRev)
 	s.recent.remember(key, newRev, obj, data)
 	return obj, nil
+}
+
+// deleteDuringUpdate reports whether an update of old into obj completes a
+// deletion: old was being deleted with grace 0 and held finalizers, and obj
+// holds none.
+func deleteDuringUpdate(obj, old metav1.Object) bool {
+	grace := old.GetDeletionGracePeriodSeconds()
+	return old.GetDeletionTimestamp() != nil && grace != nil && *grace == 0 &&
+		len(old.GetFinalizers()) > 0 && len(obj.GetFinalizers()) == 0
 }
 
 func (s *objectStore) conflictOrRetry(explicitRV, name string) error {
