@@ -1,0 +1,509 @@
+// Package pods is the agent's pod worker, in the kubelet's role for pods:
+// it runs the pods bound to its node through a runtime.Runtime, reports
+// their status through pods/status, and finishes their graceful deletion.
+//
+// One pass (Sync) reads the Node and the pods bound to it (the list uses
+// the spec.nodeName field selector, which the node authorizer requires),
+// then, for each pod in creation order:
+//   - a new pod is admitted or rejected (Admit): a rejected pod gets phase
+//     Failed with the kubelet's reason and "Pod was rejected: " message, and
+//     a Warning event;
+//   - an admitted pod is started in the runtime, and its status (phase,
+//     conditions, container statuses, start time, host and pod IPs) is
+//     written whenever it changed;
+//   - a pod with a deletionTimestamp is stopped within its grace period;
+//     once its containers have stopped, its final status (Succeeded or
+//     Failed) is written and the worker deletes it with grace period 0 and
+//     a uid precondition, as the kubelet does;
+//   - a pod the runtime holds that is gone from the API (force-deleted) is
+//     stopped and removed.
+//
+// Run loops Sync on a watch of the node's pods, on the runtime's Changes,
+// and on a resync ticker of the injected clock.
+//
+// Pods share the host network: status.podIP(s) are the node's address(es)
+// (its first InternalIP, else ExternalIP, per family). Probes are not run,
+// so a running container is ready.
+//
+// The caller builds the Runtime and passes the node's allocatable (or
+// leaves it to be read from the Node). The worker does not register the
+// Node, evict pods under pressure, or shut pods down with the node.
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"knode/internal/agent/runtime"
+)
+
+// DefaultResyncPeriod is how often Run syncs without a reason to.
+const DefaultResyncPeriod = 10 * time.Second
+
+// eventSource is the component the worker's events name, as the kubelet's.
+const eventSource = "kubelet"
+
+// Config builds a Worker.
+type Config struct {
+	// Client acts as the node's identity. Required.
+	Client kubernetes.Interface
+	// NodeName is the node whose pods this worker runs. Required.
+	NodeName string
+	// Runtime runs the containers. Required.
+	Runtime runtime.Runtime
+	// Clock drives Run's resync and stamps statuses; nil means the real
+	// clock.
+	Clock clock.WithTicker
+	// Allocatable is what admission may hand out; nil means the Node's
+	// status.allocatable. A list without "pods" admits no pod.
+	Allocatable func() corev1.ResourceList
+	// ResyncPeriod is Run's longest wait between passes; zero means
+	// DefaultResyncPeriod.
+	ResyncPeriod time.Duration
+	Logger       *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("pods: Config.Client is required"))
+	}
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("pods: Config.NodeName is required"))
+	}
+	if c.Runtime == nil {
+		errs = append(errs, errors.New("pods: Config.Runtime is required"))
+	}
+	if c.ResyncPeriod < 0 {
+		errs = append(errs, fmt.Errorf("pods: resync period %v: must be positive", c.ResyncPeriod))
+	}
+	if c.ResyncPeriod == 0 {
+		c.ResyncPeriod = DefaultResyncPeriod
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return errors.Join(errs...)
+}
+
+// Worker runs one node's pods. Use New.
+type Worker struct {
+	cfg Config
+	log *slog.Logger
+
+	// syncing serialises passes; the fields below belong to the pass.
+	syncing sync.Mutex
+	// admitted holds the pods admitted here and not yet finished with.
+	admitted map[types.UID]bool
+	// last is the latest copy seen of each pod the runtime holds, for
+	// the grace period of one that disappears from the API.
+	last map[types.UID]*corev1.Pod
+
+	mu     sync.Mutex
+	stats  Stats
+	events int64
+}
+
+// Stats counts the worker's writes.
+type Stats struct {
+	StatusUpdates int64
+	Rejections    int64
+	Deletions     int64
+}
+
+// New checks cfg and builds a Worker.
+func New(cfg Config) (*Worker, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Worker{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.NodeName),
+		admitted: map[types.UID]bool{},
+		last:     map[types.UID]*corev1.Pod{},
+	}, nil
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+func (w *Worker) count(f func(*Stats)) {
+	w.mu.Lock()
+	f(&w.stats)
+	w.mu.Unlock()
+}
+
+// nodeSelector is the list and watch selector the node authorizer allows.
+func (w *Worker) nodeSelector() string {
+	return fields.OneTermEqualSelector("spec.nodeName", w.cfg.NodeName).String()
+}
+
+// Sync makes one pass over the node's pods (see the package comment). Until
+// the Node exists it does nothing. Errors for single pods are joined; the
+// next pass retries them.
+func (w *Worker) Sync(ctx context.Context) error {
+	w.syncing.Lock()
+	defer w.syncing.Unlock()
+	node, err := w.cfg.Client.CoreV1().Nodes().Get(ctx, w.cfg.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", w.cfg.NodeName, err)
+	}
+	list, err := w.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: w.nodeSelector()})
+	if err != nil {
+		return fmt.Errorf("listing pods of node %s: %w", w.cfg.NodeName, err)
+	}
+	pods := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		if list.Items[i].Spec.NodeName == w.cfg.NodeName {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	allocatable := node.Status.Allocatable
+	if w.cfg.Allocatable != nil {
+		allocatable = w.cfg.Allocatable()
+	}
+	pass := &pass{node: node, allocatable: allocatable, hostIPs: HostIPs(node), now: w.cfg.Clock.Now()}
+	for _, p := range pods {
+		if _, err := w.cfg.Runtime.PodStatus(p.UID); err == nil {
+			w.admitted[p.UID] = true
+		}
+		if w.admitted[p.UID] && p.DeletionTimestamp == nil && !terminal(p.Status.Phase) {
+			pass.active = append(pass.active, p)
+		}
+	}
+	var errs []error
+	seen := map[types.UID]bool{}
+	for _, p := range pods {
+		seen[p.UID] = true
+		if err := w.syncPod(ctx, pass, p); err != nil {
+			errs = append(errs, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err))
+		}
+	}
+	for _, rs := range w.cfg.Runtime.ListPods() {
+		if !seen[rs.UID] {
+			if err := w.removeOrphan(ctx, rs); err != nil {
+				errs = append(errs, fmt.Errorf("pod %s/%s (deleted): %w", rs.Namespace, rs.Name, err))
+			}
+		}
+	}
+	for uid := range w.admitted {
+		if !seen[uid] {
+			if _, err := w.cfg.Runtime.PodStatus(uid); err != nil {
+				delete(w.admitted, uid)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pass is what one Sync knows of the node.
+type pass struct {
+	node        *corev1.Node
+	allocatable corev1.ResourceList
+	hostIPs     []string
+	now         time.Time
+	// active are the admitted pods that still count against the node.
+	active []*corev1.Pod
+}
+
+func terminal(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+}
+
+func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
+	rs, err := w.cfg.Runtime.PodStatus(pod.UID)
+	known := err == nil
+	if known {
+		w.last[pod.UID] = pod
+	}
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return w.syncDeleting(ctx, ps, pod, known)
+	case terminal(pod.Status.Phase):
+		// Finished here, or ended by someone else: make sure nothing runs.
+		if known && !rs.Stopping {
+			return w.cfg.Runtime.StopPod(ctx, pod.UID, podGrace(pod))
+		}
+		return nil
+	case !w.admitted[pod.UID]:
+		if rej := Admit(pod, ps.node, ps.allocatable, ps.active); rej != nil {
+			return w.reject(ctx, ps, pod, rej)
+		}
+		w.admitted[pod.UID] = true
+		ps.active = append(ps.active, pod)
+		w.log.Info("admitted pod", "pod", klogName(pod))
+	}
+	if !known {
+		if err := w.cfg.Runtime.StartPod(ctx, withIPs(pod, ps.hostIPs)); err != nil {
+			return err
+		}
+		w.last[pod.UID] = pod
+		if rs, err = w.cfg.Runtime.PodStatus(pod.UID); err != nil {
+			return err
+		}
+	}
+	return w.writeStatus(ctx, pod, BuildStatus(pod, rs, ps.hostIPs, false, ps.now))
+}
+
+// syncDeleting stops a deleted pod and, once it has stopped, writes its
+// final status and finishes the deletion.
+func (w *Worker) syncDeleting(ctx context.Context, ps *pass, pod *corev1.Pod, known bool) error {
+	if known {
+		if err := w.cfg.Runtime.StopPod(ctx, pod.UID, podGrace(pod)); err != nil {
+			return err
+		}
+		rs, err := w.cfg.Runtime.PodStatus(pod.UID)
+		if err != nil {
+			return err
+		}
+		if !rs.Stopped() {
+			return w.writeStatus(ctx, pod, BuildStatus(pod, rs, ps.hostIPs, false, ps.now))
+		}
+		if err := w.writeStatus(ctx, pod, BuildStatus(pod, rs, ps.hostIPs, true, ps.now)); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	err := w.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      &metav1.Preconditions{UID: ptr.To(pod.UID)},
+	})
+	switch {
+	case err == nil:
+		w.count(func(s *Stats) { s.Deletions++ })
+		w.log.Info("deleted pod after its containers stopped", "pod", klogName(pod))
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone already, or a new pod of the same name.
+	default:
+		return err
+	}
+	delete(w.admitted, pod.UID)
+	delete(w.last, pod.UID)
+	if known {
+		return w.cfg.Runtime.RemovePod(ctx, pod.UID)
+	}
+	return nil
+}
+
+// removeOrphan stops a pod that is gone from the API and removes it once
+// stopped.
+func (w *Worker) removeOrphan(ctx context.Context, rs runtime.PodStatus) error {
+	var grace time.Duration
+	if last := w.last[rs.UID]; last != nil {
+		grace = podGrace(last)
+	}
+	if err := w.cfg.Runtime.StopPod(ctx, rs.UID, grace); err != nil {
+		return err
+	}
+	now, err := w.cfg.Runtime.PodStatus(rs.UID)
+	if err != nil || !now.Stopped() {
+		return err
+	}
+	delete(w.admitted, rs.UID)
+	delete(w.last, rs.UID)
+	w.log.Info("removed a pod deleted from the API", "pod", rs.Namespace+"/"+rs.Name)
+	return w.cfg.Runtime.RemovePod(ctx, rs.UID)
+}
+
+// podGrace is how long pod's containers get to stop: the deletion's grace
+// period once deleted, else the spec's (0 when unset).
+func podGrace(pod *corev1.Pod) time.Duration {
+	switch {
+	case pod.DeletionGracePeriodSeconds != nil:
+		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return 0
+}
+
+// withIPs is pod with the IPs the runtime exposes through the downward API.
+func withIPs(pod *corev1.Pod, hostIPs []string) *corev1.Pod {
+	p := pod.DeepCopy()
+	p.Status.HostIP, p.Status.PodIP = "", ""
+	p.Status.HostIPs, p.Status.PodIPs = nil, nil
+	for i, ip := range hostIPs {
+		if i == 0 {
+			p.Status.HostIP, p.Status.PodIP = ip, ip
+		}
+		p.Status.HostIPs = append(p.Status.HostIPs, corev1.HostIP{IP: ip})
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
+	return p
+}
+
+// reject fails a pod that may not run here.
+func (w *Worker) reject(ctx context.Context, ps *pass, pod *corev1.Pod, rej *Rejection) error {
+	w.log.Info("rejected pod", "pod", klogName(pod), "reason", rej.Reason, "message", rej.Message)
+	st := pod.Status.DeepCopy()
+	st.Phase = corev1.PodFailed
+	st.Reason = rej.Reason
+	st.Message = RejectedMessagePrefix + rej.Message
+	if st.StartTime == nil {
+		st.StartTime = ptr.To(metav1.NewTime(ps.now).Rfc3339Copy())
+	}
+	if err := w.writeStatus(ctx, pod, *st); err != nil {
+		return err
+	}
+	w.count(func(s *Stats) { s.Rejections++ })
+	w.recordEvent(ctx, pod, corev1.EventTypeWarning, rej.Reason, rej.Message)
+	return nil
+}
+
+// writeStatus writes st through pods/status unless the pod already has it.
+// A pod that is gone is not an error.
+func (w *Worker) writeStatus(ctx context.Context, pod *corev1.Pod, st corev1.PodStatus) error {
+	if equality.Semantic.DeepEqual(pod.Status, st) {
+		return nil
+	}
+	updated := pod.DeepCopy()
+	updated.Status = st
+	_, err := w.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.count(func(s *Stats) { s.StatusUpdates++ })
+	return nil
+}
+
+// recordEvent writes an event about pod from the kubelet source; failures
+// are only logged.
+func (w *Worker) recordEvent(ctx context.Context, pod *corev1.Pod, eventType, reason, message string) {
+	now := metav1.NewTime(w.cfg.Clock.Now())
+	w.mu.Lock()
+	w.events++
+	seq := w.events
+	w.mu.Unlock()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()+seq),
+			Namespace: pod.Namespace,
+		},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		},
+		Reason:         reason,
+		Message:        message,
+		Type:           eventType,
+		Source:         corev1.EventSource{Component: eventSource, Host: w.cfg.NodeName},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+	if _, err := w.cfg.Client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		w.log.Debug("recording event failed", "reason", reason, "err", err)
+	}
+}
+
+func klogName(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// nextChanger is a runtime that can tell when a container next changes on
+// its own (the fake runtime), so Run need not wait for a resync.
+type nextChanger interface {
+	NextChange() (time.Time, bool)
+}
+
+// Run syncs until ctx ends: at once, then whenever a pod of the node
+// changes, the runtime reports a change, or ResyncPeriod has passed.
+func (w *Worker) Run(ctx context.Context) error {
+	kick := make(chan struct{}, 1)
+	var watching sync.WaitGroup
+	watching.Add(1)
+	go func() {
+		defer watching.Done()
+		w.watch(ctx, kick)
+	}()
+	defer watching.Wait()
+	ticker := w.cfg.Clock.NewTicker(w.cfg.ResyncPeriod)
+	defer ticker.Stop()
+	for {
+		if err := w.Sync(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("pod sync failed", "err", err)
+		}
+		var due <-chan time.Time
+		var timer clock.Timer
+		if nc, ok := w.cfg.Runtime.(nextChanger); ok {
+			if at, ok := nc.NextChange(); ok {
+				timer = w.cfg.Clock.NewTimer(at.Sub(w.cfg.Clock.Now()))
+				due = timer.C()
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-ticker.C():
+		case <-kick:
+		case <-w.cfg.Runtime.Changes():
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// watch kicks a sync on every change to the node's pods, re-watching (after
+// a second on the clock) whenever the watch ends.
+func (w *Worker) watch(ctx context.Context, kick chan<- struct{}) {
+	poke := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	for ctx.Err() == nil {
+		wi, err := w.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{FieldSelector: w.nodeSelector()})
+		if err == nil {
+			for range wi.ResultChan() {
+				poke()
+			}
+			wi.Stop()
+			poke()
+		} else if ctx.Err() == nil {
+			w.log.Debug("watching pods failed", "err", err)
+		}
+		timer := w.cfg.Clock.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+	}
+}

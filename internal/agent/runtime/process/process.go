@@ -1,0 +1,564 @@
+//go:build linux
+
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
+
+	"knode/internal/agent/runtime"
+)
+
+// Config builds a Runtime.
+type Config struct {
+	// RootDir is the agent's root directory; pods live under
+	// <RootDir>/pods. Required.
+	RootDir string
+	// Clock times restarts and kills; nil means the real clock. Processes
+	// exit in real time whatever the clock.
+	Clock clock.WithTicker
+	// Backoff is the restart back-off; zero means upstream's.
+	Backoff runtime.BackoffConfig
+	// Path is the PATH of containers that set none; empty means the
+	// agent's own PATH, or DefaultPath.
+	Path string
+	// CgroupRoot is where the cgroup v2 tree is mounted; empty means
+	// /sys/fs/cgroup. CgroupParent is the directory under it that holds
+	// the pods' cgroups; empty means "knode". DisableCgroups turns limits
+	// off.
+	CgroupRoot     string
+	CgroupParent   string
+	DisableCgroups bool
+	Logger         *slog.Logger
+
+	// plainCgroups: CgroupRoot is an ordinary directory (tests only).
+	plainCgroups bool
+}
+
+// Runtime runs containers as processes. Use New.
+type Runtime struct {
+	cfg     Config
+	log     *slog.Logger
+	podsDir string
+	cg      *cgroups // nil: no limits
+	changes chan struct{}
+
+	mu   sync.Mutex
+	pods map[types.UID]*pod
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+type pod struct {
+	uid  types.UID
+	spec *corev1.Pod
+	plan *runtime.Plan
+	dir  string
+	// runs counts each container's starts; run n logs to <n>.log.
+	runs  []int
+	procs map[int]*proc
+	// cancelRestart stops the pending restart timer; nil when none.
+	cancelRestart chan struct{}
+	// killAt is the pending kill deadline; cancelKill stops its timer.
+	killAt     time.Time
+	cancelKill chan struct{}
+}
+
+type proc struct {
+	pid    int // also its process group
+	cgroup string
+}
+
+// New builds the runtime. Processes that a previous agent left running
+// under RootDir are killed and their pods' directories removed: the pod
+// worker starts those pods again (restart counts start over).
+func New(cfg Config) (*Runtime, error) {
+	if cfg.RootDir == "" {
+		return nil, errors.New("process runtime: Config.RootDir is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Path == "" {
+		cfg.Path = os.Getenv("PATH")
+	}
+	if cfg.Path == "" {
+		cfg.Path = DefaultPath
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/sys/fs/cgroup"
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = "knode"
+	}
+	r := &Runtime{
+		cfg:     cfg,
+		log:     cfg.Logger.With("runtime", "process"),
+		podsDir: filepath.Join(cfg.RootDir, "pods"),
+		changes: make(chan struct{}, 1),
+		pods:    map[types.UID]*pod{},
+	}
+	if err := os.MkdirAll(r.podsDir, 0o750); err != nil {
+		return nil, fmt.Errorf("process runtime: %w", err)
+	}
+	if cfg.DisableCgroups {
+		r.log.Info("cgroup limits are off by configuration")
+	} else if cg, err := newCgroups(cfg.CgroupRoot, cfg.CgroupParent, !cfg.plainCgroups); err != nil {
+		r.log.Info("cgroup v2 limits are off: no writable cgroup2 tree with cpu and memory", "root", cfg.CgroupRoot, "err", err)
+	} else {
+		r.cg = cg
+		r.log.Info("cgroup v2 limits are on", "dir", filepath.Join(cfg.CgroupRoot, cfg.CgroupParent))
+	}
+	r.cleanup()
+	return r, nil
+}
+
+// cleanup kills what a previous agent left and removes its pods' files.
+func (r *Runtime) cleanup() {
+	entries, err := os.ReadDir(r.podsDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(r.podsDir, e.Name())
+		pidFiles, _ := filepath.Glob(filepath.Join(dir, "*", "pid"))
+		for _, f := range pidFiles {
+			pid, start, ok := readPidFile(f)
+			if !ok || !sameProcess(pid, start) {
+				continue
+			}
+			r.log.Info("killing a container left by a previous agent", "pod", e.Name(), "pid", pid)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		if r.cg != nil {
+			_ = r.cg.removePod(e.Name())
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			r.log.Warn("removing a previous agent's pod directory failed", "dir", dir, "err", err)
+		}
+	}
+}
+
+// StartPod implements runtime.Runtime.
+func (r *Runtime) StartPod(_ context.Context, in *corev1.Pod) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.pods[in.UID]; ok {
+		return nil
+	}
+	if in.UID == "" || strings.ContainsAny(string(in.UID), "/.") {
+		return fmt.Errorf("process runtime: pod uid %q cannot name a directory", in.UID)
+	}
+	dir := filepath.Join(r.podsDir, string(in.UID))
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("process runtime: %w", err)
+	}
+	now := r.cfg.Clock.Now()
+	p := &pod{
+		uid:   in.UID,
+		spec:  in.DeepCopy(),
+		plan:  runtime.NewPlan(in, now, r.cfg.Backoff),
+		dir:   dir,
+		procs: map[int]*proc{},
+	}
+	p.runs = make([]int, p.plan.Len())
+	r.pods[in.UID] = p
+	r.advance(p)
+	return nil
+}
+
+// advance starts every container that is due and arms the timer for the
+// next one. Called with r.mu held.
+func (r *Runtime) advance(p *pod) {
+	for {
+		now := r.cfg.Clock.Now()
+		due := p.plan.Due(now)
+		if len(due) == 0 {
+			break
+		}
+		for _, i := range due {
+			r.start(p, i, now)
+		}
+	}
+	if p.cancelRestart != nil {
+		close(p.cancelRestart)
+		p.cancelRestart = nil
+	}
+	next, ok := p.plan.NextDue()
+	if !ok {
+		return
+	}
+	cancel := make(chan struct{})
+	p.cancelRestart = cancel
+	timer := r.cfg.Clock.NewTimer(next.Sub(r.cfg.Clock.Now()))
+	go func() {
+		defer timer.Stop()
+		select {
+		case <-cancel:
+			return
+		case <-timer.C():
+		}
+		r.mu.Lock()
+		if p.cancelRestart == cancel {
+			p.cancelRestart = nil
+			r.advance(p)
+		}
+		r.mu.Unlock()
+		r.notify()
+	}()
+}
+
+// containerPath is container i's path in the pod spec, for messages.
+func containerPath(p *pod, i int) *field.Path {
+	n := len(p.spec.Spec.InitContainers)
+	if i < n {
+		return field.NewPath("spec", "initContainers").Index(i)
+	}
+	return field.NewPath("spec", "containers").Index(i - n)
+}
+
+// start starts container i. Called with r.mu held.
+func (r *Runtime) start(p *pod, i int, now time.Time) {
+	c, _ := p.plan.Container(i)
+	cmd, err := buildCommand(p.spec, c, containerPath(p, i), r.cfg.Path)
+	if err != nil {
+		p.plan.ConfigError(i, err.Error())
+		return
+	}
+	dir := filepath.Join(p.dir, c.Name)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		p.plan.StartFailed(i, err.Error(), now)
+		return
+	}
+	workDir := c.WorkingDir
+	if workDir == "" {
+		workDir = dir
+	}
+	path, err := lookPath(cmd.argv[0], cmd.path, workDir)
+	if err != nil {
+		p.plan.StartFailed(i, err.Error(), now)
+		return
+	}
+	run := p.runs[i]
+	p.runs[i]++
+	logPath := filepath.Join(dir, fmt.Sprintf("%d.log", run))
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		p.plan.StartFailed(i, err.Error(), now)
+		return
+	}
+	defer logFile.Close()
+	// Keep the previous run's log (kubectl logs --previous) but no older.
+	if run >= 2 {
+		_ = os.Remove(filepath.Join(dir, fmt.Sprintf("%d.log", run-2)))
+	}
+	ex := &exec.Cmd{
+		Path:        path,
+		Args:        cmd.argv,
+		Env:         cmd.env,
+		Dir:         workDir,
+		Stdout:      logFile,
+		Stderr:      logFile,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	var cgroupDir string
+	if r.cg != nil {
+		cgroupDir, err = r.cg.create(string(p.uid), c.Name, run, c.Resources)
+		if err != nil {
+			r.log.Warn("creating the container's cgroup failed; running it without limits", "pod", p.uid, "container", c.Name, "err", err)
+			cgroupDir = ""
+		}
+	}
+	if cgroupDir != "" {
+		fd, err := os.Open(cgroupDir)
+		if err == nil {
+			defer fd.Close()
+			ex.SysProcAttr.UseCgroupFD = true
+			ex.SysProcAttr.CgroupFD = int(fd.Fd())
+		}
+	}
+	if err := ex.Start(); err != nil {
+		if cgroupDir != "" {
+			_ = r.cg.remove(cgroupDir)
+		}
+		p.plan.StartFailed(i, err.Error(), now)
+		return
+	}
+	pid := ex.Process.Pid
+	p.plan.Started(i, fmt.Sprintf("process://%s/%s/%d", p.uid, c.Name, run), now)
+	p.procs[i] = &proc{pid: pid, cgroup: cgroupDir}
+	if start, ok := processStart(pid); ok {
+		_ = os.WriteFile(filepath.Join(dir, "pid"), []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o640)
+	}
+	go r.wait(p, i, ex, p.procs[i])
+}
+
+// wait reaps one container process, kills what is left of its process
+// group, and records the exit.
+func (r *Runtime) wait(p *pod, i int, ex *exec.Cmd, pr *proc) {
+	_ = ex.Wait()
+	code := exitCode(ex.ProcessState)
+	// Like a container's PID namespace: when the main process ends, so does
+	// everything it started.
+	if pr.cgroup == "" || !r.cg.kill(pr.cgroup) {
+		_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+	}
+	reason := runtime.ReasonError
+	switch {
+	case pr.cgroup != "" && oomKilled(pr.cgroup):
+		reason = runtime.ReasonOOMKilled
+	case code == 0:
+		reason = runtime.ReasonCompleted
+	}
+	if pr.cgroup != "" {
+		_ = r.cg.remove(pr.cgroup)
+	}
+	r.mu.Lock()
+	c, _ := p.plan.Container(i)
+	_ = os.Remove(filepath.Join(p.dir, c.Name, "pid"))
+	if p.procs[i] == pr {
+		delete(p.procs, i)
+	}
+	p.plan.Exited(i, code, reason, "", r.cfg.Clock.Now())
+	if !p.plan.Stopping() {
+		r.advance(p)
+	}
+	r.mu.Unlock()
+	r.notify()
+}
+
+// exitCode is the container exit code of a finished process: its status,
+// or 128 plus the signal that killed it.
+func exitCode(st *os.ProcessState) int32 {
+	if st == nil {
+		return runtime.ExitCodeStartError
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int32(ws.Signal())
+	}
+	return int32(st.ExitCode())
+}
+
+func (r *Runtime) notify() {
+	select {
+	case r.changes <- struct{}{}:
+	default:
+	}
+}
+
+// StopPod implements runtime.Runtime: SIGTERM to each running container's
+// process group now, SIGKILL when grace has passed.
+func (r *Runtime) StopPod(_ context.Context, uid types.UID, grace time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return fmt.Errorf("stopping pod %s: %w", uid, runtime.ErrPodNotFound)
+	}
+	now := r.cfg.Clock.Now()
+	if !p.plan.Stopping() {
+		p.plan.Stop()
+		if p.cancelRestart != nil {
+			close(p.cancelRestart)
+			p.cancelRestart = nil
+		}
+		for _, pr := range p.procs {
+			_ = syscall.Kill(-pr.pid, syscall.SIGTERM)
+		}
+	}
+	if grace <= 0 {
+		r.killAll(p)
+		return nil
+	}
+	deadline := now.Add(grace)
+	if !p.killAt.IsZero() && !deadline.Before(p.killAt) {
+		return nil
+	}
+	if p.cancelKill != nil {
+		close(p.cancelKill)
+	}
+	p.killAt = deadline
+	cancel := make(chan struct{})
+	p.cancelKill = cancel
+	timer := r.cfg.Clock.NewTimer(grace)
+	go func() {
+		defer timer.Stop()
+		select {
+		case <-cancel:
+			return
+		case <-timer.C():
+		}
+		r.mu.Lock()
+		if p.cancelKill == cancel {
+			p.cancelKill = nil
+			r.killAll(p)
+		}
+		r.mu.Unlock()
+	}()
+	return nil
+}
+
+// killAll sends SIGKILL to every running container. Called with r.mu held.
+func (r *Runtime) killAll(p *pod) {
+	for _, pr := range p.procs {
+		r.log.Debug("killing a container", "pod", p.uid, "pid", pr.pid)
+		if pr.cgroup == "" || !r.cg.kill(pr.cgroup) {
+			_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// RemovePod implements runtime.Runtime.
+func (r *Runtime) RemovePod(_ context.Context, uid types.UID) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return nil
+	}
+	if len(p.procs) > 0 {
+		return fmt.Errorf("removing pod %s: %w", uid, runtime.ErrPodRunning)
+	}
+	for _, ch := range []chan struct{}{p.cancelRestart, p.cancelKill} {
+		if ch != nil {
+			close(ch)
+		}
+	}
+	p.cancelRestart, p.cancelKill = nil, nil
+	delete(r.pods, uid)
+	var errs []error
+	if r.cg != nil {
+		errs = append(errs, r.cg.removePod(string(uid)))
+	}
+	errs = append(errs, os.RemoveAll(p.dir))
+	return errors.Join(errs...)
+}
+
+// PodStatus implements runtime.Runtime.
+func (r *Runtime) PodStatus(uid types.UID) (runtime.PodStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return runtime.PodStatus{}, fmt.Errorf("pod %s: %w", uid, runtime.ErrPodNotFound)
+	}
+	return r.status(p), nil
+}
+
+func (r *Runtime) status(p *pod) runtime.PodStatus {
+	st := p.plan.Status()
+	for i := 0; i < p.plan.Len(); i++ {
+		c, init := p.plan.Container(i)
+		if p.runs[i] == 0 {
+			continue
+		}
+		path := filepath.Join(p.dir, c.Name, fmt.Sprintf("%d.log", p.runs[i]-1))
+		list := st.Containers
+		idx := i - len(st.InitContainers)
+		if init {
+			list, idx = st.InitContainers, i
+		}
+		list[idx].LogPath = path
+	}
+	return st
+}
+
+// ListPods implements runtime.Runtime.
+func (r *Runtime) ListPods() []runtime.PodStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]runtime.PodStatus, 0, len(r.pods))
+	for _, p := range r.pods {
+		out = append(out, r.status(p))
+	}
+	return out
+}
+
+// Changes implements runtime.Runtime.
+func (r *Runtime) Changes() <-chan struct{} { return r.changes }
+
+// KillAll kills every container at once, without grace, and stops
+// restarts. The agent does not call it when it exits (pods outlive the
+// agent, as with the kubelet); tests and `knode up` may.
+func (r *Runtime) KillAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pods {
+		p.plan.Stop()
+		if p.cancelRestart != nil {
+			close(p.cancelRestart)
+			p.cancelRestart = nil
+		}
+		r.killAll(p)
+	}
+}
+
+// processStart is the start time of pid in clock ticks since boot (field
+// 22 of /proc/<pid>/stat), which tells a live process from a later one
+// that reused its pid.
+func processStart(pid int) (uint64, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	s := string(data)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(s[end+1:])
+	const startField = 22 - 3 // fields after the command start at field 3
+	if len(fields) <= startField {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(fields[startField], 10, 64)
+	return v, err == nil
+}
+
+func readPidFile(path string) (int, uint64, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	var pid int
+	var start uint64
+	if _, err := fmt.Sscanf(string(data), "%d %d", &pid, &start); err != nil || pid <= 1 {
+		return 0, 0, false
+	}
+	return pid, start, true
+}
+
+func sameProcess(pid int, start uint64) bool {
+	now, ok := processStart(pid)
+	return ok && now == start
+}
+
+// isCgroup2 reports whether dir is a cgroup2 mount.
+func isCgroup2(dir string) (bool, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return false, err
+	}
+	return st.Type == cgroup2SuperMagic, nil
+}
