@@ -342,10 +342,12 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 			return nil, err
 		}
 	}
-	errs = append(apivalidation.ValidateObjectMetaAccessorUpdate(accessor, old, field.NewPath("metadata")), errs...)
+	// The immutable metadata (name, namespace, uid, creation and deletion
+	// times) was taken from old above, so only the mutable parts need
+	// checking here.
 	errs = append(apivalidation.ValidateObjectMetaAccessor(accessor, s.kind.Namespaced, s.nameValidator(), field.NewPath("metadata")), errs...)
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(s.gk(), name, dedupe(errs))
+		return nil, apierrors.NewInvalid(s.gk(), name, errs)
 	}
 	data, err := s.encode(obj)
 	if err != nil {
@@ -621,19 +623,6 @@ func (s *objectStore) List(ctx context.Context, namespace string, opts storage.L
 		out.remainingItemCount = nil
 	}
 	return out, nil
-}
-
-// dedupe drops repeated field errors (metadata checks can run twice).
-func dedupe(errs field.ErrorList) field.ErrorList {
-	seen := map[string]bool{}
-	var out field.ErrorList
-	for _, e := range errs {
-		if k := e.Error(); !seen[k] {
-			seen[k] = true
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // objectUID is a small helper for Status details.
