@@ -17,8 +17,8 @@
 //     allow-list. It pairs with auth.NodeAuthorizer.
 //   - defaulttolerationseconds: gives pods the not-ready and unreachable
 //     NoExecute tolerations (300 s by default) unless they tolerate them.
-//
-// Planned: Priority, which resolves priorityClassName.
+//   - priority: resolves priorityClassName into spec.priority (built, not
+//     yet wired: it arrives with the workloads).
 //
 // This package has no code; it documents the chain.
 package admission

@@ -318,7 +318,9 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 	if s.kind.Default != nil {
 		s.kind.Default(obj)
 	}
-	var errs field.ErrorList
+	// Prepare, then admit (which may change the object), then validate,
+	// as upstream orders mutation and validation.
+	validate := s.kind.ValidateUpdate
 	if opts.status {
 		if s.kind.Status == nil {
 			return nil, apierrors.NewNotFound(s.gr, name)
@@ -326,21 +328,18 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 		if s.kind.Status.PrepareForUpdate != nil {
 			s.kind.Status.PrepareForUpdate(obj, current)
 		}
-		if s.kind.Status.ValidateUpdate != nil {
-			errs = append(errs, s.kind.Status.ValidateUpdate(obj, current)...)
-		}
-	} else {
-		if s.kind.PrepareForUpdate != nil {
-			s.kind.PrepareForUpdate(obj, current)
-		}
-		if s.kind.ValidateUpdate != nil {
-			errs = append(errs, s.kind.ValidateUpdate(obj, current)...)
-		}
+		validate = s.kind.Status.ValidateUpdate
+	} else if s.kind.PrepareForUpdate != nil {
+		s.kind.PrepareForUpdate(obj, current)
 	}
 	if opts.admit != nil {
 		if err := opts.admit(obj, current); err != nil {
 			return nil, err
 		}
+	}
+	var errs field.ErrorList
+	if validate != nil {
+		errs = validate(obj, current)
 	}
 	// The immutable metadata (name, namespace, uid, creation and deletion
 	// times) was taken from old above, so only the mutable parts need

@@ -1,0 +1,403 @@
+// Package daemonset is the DaemonSet controller: it keeps one pod of every
+// apps/v1 DaemonSet on each node the DaemonSet should run on, and keeps
+// the DaemonSet's status current.
+//
+// For each DaemonSet a pass (Sync):
+//   - claims pods as upstream does (ClaimPods): orphans the selector
+//     matches are adopted, pods it controls that the selector no longer
+//     matches are released;
+//   - decides per node (ShouldRun, Manage): a node is eligible when the
+//     template's nodeSelector and required node affinity match it and the
+//     pod, with the automatic DaemonSet tolerations (AddTolerations:
+//     not-ready and unreachable NoExecute, the pressure and unschedulable
+//     NoSchedule taints, network-unavailable for host-network pods)
+//     tolerates its NoSchedule and NoExecute taints. So a cordoned node
+//     gets a daemon pod and a node with another NoSchedule taint does not.
+//     A missing pod is created (NewPod: required node affinity to exactly
+//     that node through matchFields metadata.name, spec.nodeName empty;
+//     the scheduler binds it); extra pods on a node, pods on nodes it must
+//     leave (untolerated NoExecute taint, selector no longer matching) and
+//     finished pods are deleted; failed pods are deleted with a per-node
+//     back-off (1 s doubling to 15 min) against agents that keep
+//     rejecting them;
+//   - when nothing else needed doing, rolls out a changed template
+//     (RollingUpdate strategy, maxUnavailable; OnDelete does nothing);
+//   - writes status (see Status) with observedGeneration.
+//
+// A pod being deleted still holds its node: the replacement is created
+// once it is gone. A DaemonSet being deleted is left alone (its pods are
+// the garbage collector's).
+//
+// Events (on the DaemonSet): Normal SuccessfulCreate "Created pod: <name>",
+// SuccessfulDelete "Deleted pod: <name>", SucceededDaemonPod; Warning
+// FailedCreate "Error creating: <error>", FailedDelete, FailedDaemonPod
+// "Found failed daemon pod <ns>/<name> on node <node>, will try to kill
+// it".
+//
+// What the caller must do: give it a client that may list nodes and
+// DaemonSets, update their status, list, create, patch and delete pods,
+// and create events; call Sync for one deterministic pass on the injected
+// clock, or Run. One controller per cluster.
+//
+// Cost model: a pass lists every DaemonSet, node and pod once and
+// evaluates each DaemonSet against each node (O(daemonsets × nodes)), then
+// writes only what must change.
+//
+// What it does not do: ControllerRevisions and rollback (the
+// controller-revision-hash label is a hash of the template), maxSurge
+// (rolling updates never surge), and the deletion of bound pods on nodes
+// that no longer exist (pod garbage collection's job).
+package daemonset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// Name is the controller's name and event source.
+const Name = "daemonset-controller"
+
+// DefaultResyncPeriod is how often Run passes when nothing happens.
+const DefaultResyncPeriod = 30 * time.Second
+
+// Back-off on deleting failed daemon pods, per DaemonSet and node.
+const (
+	FailedPodBackoffInitial = time.Second
+	FailedPodBackoffMax     = 15 * time.Minute
+)
+
+// Config builds a Controller.
+type Config struct {
+	// Client reads nodes, DaemonSets and pods and writes DaemonSet
+	// status, pods and events. Required.
+	Client kubernetes.Interface
+	// Clock gives now and paces Run; zero value means the real clock.
+	Clock clock.WithTicker
+	// ResyncPeriod is the longest Run waits between passes; 0 means
+	// DefaultResyncPeriod.
+	ResyncPeriod time.Duration
+	// Informers, when set, is where Run takes the informers that wake it
+	// (shared with other controllers); Run starts it. nil: Run builds its
+	// own. Sync never uses it.
+	Informers informers.SharedInformerFactory
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Controller runs DaemonSets. Passes do not overlap.
+type Controller struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	next    time.Time
+	backoff map[string]backoff // by "<ds uid>/<node>"
+	events  int64
+}
+
+type backoff struct {
+	delay time.Duration
+	last  time.Time
+}
+
+// New checks cfg and builds a Controller.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("daemonset: Config.Client is required")
+	}
+	if cfg.ResyncPeriod < 0 {
+		return nil, fmt.Errorf("daemonset: ResyncPeriod %v must not be negative", cfg.ResyncPeriod)
+	}
+	if cfg.ResyncPeriod == 0 {
+		cfg.ResyncPeriod = DefaultResyncPeriod
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Controller{cfg: cfg, log: cfg.Logger.With("controller", Name), backoff: map[string]backoff{}}, nil
+}
+
+// Sync makes one pass over every DaemonSet at the clock's now and blocks
+// until its writes are done. The error joins the failures; each is retried
+// by the next pass.
+func (c *Controller) Sync(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Clock.Now()
+	cs := c.cfg.Client
+	dsList, err := cs.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing daemonsets: %w", err)
+	}
+	c.next = time.Time{}
+	if len(dsList.Items) == 0 {
+		return nil
+	}
+	nodeList, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	podList, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	nodes := make([]*corev1.Node, len(nodeList.Items))
+	for i := range nodeList.Items {
+		nodes[i] = &nodeList.Items[i]
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	byNamespace := map[string][]*corev1.Pod{}
+	for i := range podList.Items {
+		p := &podList.Items[i]
+		byNamespace[p.Namespace] = append(byNamespace[p.Namespace], p)
+	}
+	items := dsList.Items
+	sort.Slice(items, func(i, j int) bool {
+		if items[i].Namespace != items[j].Namespace {
+			return items[i].Namespace < items[j].Namespace
+		}
+		return items[i].Name < items[j].Name
+	})
+	var errs []error
+	for i := range items {
+		ds := &items[i]
+		if ds.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.syncOne(ctx, ds, nodes, byNamespace[ds.Namespace], now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// wakeAt asks Run to pass again at t.
+func (c *Controller) wakeAt(t time.Time) {
+	if !t.IsZero() && (c.next.IsZero() || t.Before(c.next)) {
+		c.next = t
+	}
+}
+
+func (c *Controller) syncOne(ctx context.Context, ds *appsv1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, now time.Time) error {
+	var errs []error
+	claim := ClaimPods(ds, pods)
+	for _, p := range claim.Adopt {
+		adopted, err := c.patchPod(ctx, p, adoptPatch(ds))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("adopting pod %s/%s: %w", p.Namespace, p.Name, err))
+			continue
+		}
+		for i := range pods {
+			if pods[i] == p {
+				pods[i] = adopted
+			}
+		}
+		claim.Add(adopted)
+	}
+	for _, p := range claim.Release {
+		if _, err := c.patchPod(ctx, p, releasePatch(ds.UID)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("releasing pod %s/%s: %w", p.Namespace, p.Name, err))
+		}
+	}
+	for _, ps := range claim.ByNode {
+		sortOldestFirst(ps)
+	}
+
+	hash := Hash(ds)
+	plan := Manage(ds, nodes, claim.ByNode)
+	toDelete := plan.Delete
+	for _, p := range plan.Failed {
+		node := TargetNode(p)
+		key := string(ds.UID) + "/" + node
+		b, seen := c.backoff[key]
+		if seen && now.Sub(b.last) < b.delay {
+			c.wakeAt(b.last.Add(b.delay))
+			continue
+		}
+		switch {
+		case !seen || now.Sub(b.last) > 2*FailedPodBackoffMax:
+			b.delay = FailedPodBackoffInitial
+		default:
+			b.delay = min(2*b.delay, FailedPodBackoffMax)
+		}
+		b.last = now
+		c.backoff[key] = b
+		c.record(ctx, ds, corev1.EventTypeWarning, "FailedDaemonPod",
+			fmt.Sprintf("Found failed daemon pod %s/%s on node %s, will try to kill it", p.Namespace, p.Name, node), now)
+		toDelete = append(toDelete, p)
+	}
+	for _, p := range plan.Delete {
+		if p.Status.Phase == corev1.PodSucceeded {
+			c.record(ctx, ds, corev1.EventTypeNormal, "SucceededDaemonPod",
+				fmt.Sprintf("Found succeeded daemon pod %s/%s on node %s, will try to delete it", p.Namespace, p.Name, TargetNode(p)), now)
+		}
+	}
+	acted := len(plan.CreateOn) > 0 || len(toDelete) > 0
+	if !acted {
+		toDelete = RollingUpdate(ds, nodes, claim.ByNode, hash, now)
+	}
+
+	gone := map[*corev1.Pod]bool{}
+	for _, p := range toDelete {
+		uid := p.UID
+		err := c.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			c.record(ctx, ds, corev1.EventTypeWarning, "FailedDelete", fmt.Sprintf("Error deleting: %v", err), now)
+			errs = append(errs, fmt.Errorf("deleting pod %s/%s: %w", p.Namespace, p.Name, err))
+			continue
+		}
+		gone[p] = true
+		c.record(ctx, ds, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: "+p.Name, now)
+	}
+	for _, node := range plan.CreateOn {
+		pod, err := c.cfg.Client.CoreV1().Pods(ds.Namespace).Create(ctx, NewPod(ds, node, hash), metav1.CreateOptions{})
+		if err != nil {
+			c.record(ctx, ds, corev1.EventTypeWarning, "FailedCreate", fmt.Sprintf("Error creating: %v", err), now)
+			errs = append(errs, fmt.Errorf("creating a pod of daemonset %s/%s for node %s: %w", ds.Namespace, ds.Name, node, err))
+			break
+		}
+		claim.ByNode[node] = append(claim.ByNode[node], pod)
+		c.record(ctx, ds, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: "+pod.Name, now)
+	}
+
+	// Status counts the pods as they are after this pass's writes.
+	after := map[string][]*corev1.Pod{}
+	for node, ps := range claim.ByNode {
+		for _, p := range ps {
+			if !gone[p] {
+				after[node] = append(after[node], p)
+			}
+		}
+	}
+	status, next := Status(ds, nodes, after, hash, now)
+	c.wakeAt(next)
+	if !StatusEqual(ds.Status, status) {
+		updated := ds.DeepCopy()
+		updated.Status = status
+		if _, err := c.cfg.Client.AppsV1().DaemonSets(ds.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("updating status of daemonset %s/%s: %w", ds.Namespace, ds.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// adoptPatch adds ds as the controller of a pod.
+func adoptPatch(ds *appsv1.DaemonSet) []byte {
+	ref := metav1.NewControllerRef(ds, controllerKind)
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []any{ref}}})
+	return b
+}
+
+// releasePatch removes the reference to owner uid from a pod.
+func releasePatch(uid types.UID) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"ownerReferences": []any{map[string]any{"$patch": "delete", "uid": uid}},
+	}})
+	return b
+}
+
+func (c *Controller) patchPod(ctx context.Context, p *corev1.Pod, patch []byte) (*corev1.Pod, error) {
+	return c.cfg.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+}
+
+// record writes one event about ds; a failure is only logged.
+func (c *Controller) record(ctx context.Context, ds *appsv1.DaemonSet, typ, reason, msg string, now time.Time) {
+	c.events++
+	t := metav1.NewTime(now)
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ds.Name, now.UnixNano()+c.events), Namespace: ds.Namespace},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "apps/v1", Kind: "DaemonSet", Namespace: ds.Namespace, Name: ds.Name, UID: ds.UID, ResourceVersion: ds.ResourceVersion,
+		},
+		Reason:         reason,
+		Message:        msg,
+		Type:           typ,
+		Source:         corev1.EventSource{Component: Name},
+		FirstTimestamp: t,
+		LastTimestamp:  t,
+		Count:          1,
+	}
+	if _, err := c.cfg.Client.CoreV1().Events(ds.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		c.log.Warn("recording event failed", "daemonset", ds.Name, "reason", reason, "err", err)
+	}
+}
+
+// Run passes at once, then whenever a DaemonSet, node or pod changes, when
+// a back-off ends or a pod is due to become available, and at least every
+// ResyncPeriod, until ctx ends. Errors are logged.
+func (c *Controller) Run(ctx context.Context) {
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}
+	factory := c.cfg.Informers
+	if factory == nil {
+		factory = informers.NewSharedInformerFactory(c.cfg.Client, 0)
+	}
+	for _, inf := range []cache.SharedIndexInformer{
+		factory.Core().V1().Pods().Informer(),
+		factory.Core().V1().Nodes().Informer(),
+		factory.Apps().V1().DaemonSets().Informer(),
+	} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			c.log.Error("watching for changes failed", "err", err)
+		}
+	}
+	factory.Start(ctx.Done())
+
+	ticker := c.cfg.Clock.NewTicker(c.cfg.ResyncPeriod)
+	defer ticker.Stop()
+	for {
+		if err := c.Sync(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("daemonset pass failed", "err", err)
+		}
+		c.mu.Lock()
+		next := c.next
+		c.mu.Unlock()
+		var due <-chan time.Time
+		var timer clock.Timer
+		if !next.IsZero() {
+			timer = c.cfg.Clock.NewTimer(next.Sub(c.cfg.Clock.Now()) + time.Second)
+			due = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+		case <-ticker.C():
+		case <-wake:
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package daemonset_test
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"knode/internal/controller/daemonset"
+)
+
+func newDS(name string) *appsv1.DaemonSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "busybox", Command: []string{"sleep", "3600"}}}},
+			},
+		},
+	}
+}
+
+func (w *world) controller() *daemonset.Controller {
+	w.t.Helper()
+	c, err := daemonset.New(daemonset.Config{Client: w.client, Clock: w.clock, Logger: quiet})
+	w.must("building the controller", err)
+	return c
+}
+
+func (w *world) addNode(name string, mutate func(*corev1.Node)) {
+	w.t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if mutate != nil {
+		mutate(n)
+	}
+	_, err := w.client.CoreV1().Nodes().Create(w.ctx, n, metav1.CreateOptions{})
+	w.must("creating node", err)
+}
+
+// podsByNode maps each node to the daemon pods targeting it.
+func (w *world) podsByNode() map[string][]string {
+	out := map[string][]string{}
+	for _, p := range w.pods() {
+		n := daemonset.TargetNode(&p)
+		out[n] = append(out[n], p.Name)
+	}
+	for _, ps := range out {
+		sort.Strings(ps)
+	}
+	return out
+}
+
+func (w *world) status(name string) appsv1.DaemonSetStatus {
+	w.t.Helper()
+	ds, err := w.client.AppsV1().DaemonSets("default").Get(w.ctx, name, metav1.GetOptions{})
+	w.must("getting daemonset", err)
+	return ds.Status
+}
+
+// One pod per eligible node: a plain node and a cordoned one (the
+// unschedulable taint is tolerated), not a node with another NoSchedule
+// taint. Pods are pinned by node affinity and left for the scheduler.
+func TestDaemonSetRunsOnEligibleNodes(t *testing.T) {
+	w := newWorld(t)
+	c := w.controller()
+	w.addNode("plain", nil)
+	w.addNode("cordoned", func(n *corev1.Node) {
+		n.Spec.Unschedulable = true
+		n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}}
+	})
+	w.addNode("dedicated", func(n *corev1.Node) {
+		n.Spec.Taints = []corev1.Taint{{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	created, err := w.client.AppsV1().DaemonSets("default").Create(w.ctx, newDS("agent"), metav1.CreateOptions{})
+	w.must("creating daemonset", err)
+	if created.Annotations[appsv1.DeprecatedTemplateGeneration] != "1" {
+		t.Errorf("template generation annotation = %q, want 1", created.Annotations[appsv1.DeprecatedTemplateGeneration])
+	}
+	w.must("sync", c.Sync(w.ctx))
+
+	byNode := w.podsByNode()
+	if len(byNode) != 2 || len(byNode["plain"]) != 1 || len(byNode["cordoned"]) != 1 {
+		t.Fatalf("pods by node = %v, want one on plain and one on cordoned", byNode)
+	}
+	for _, p := range w.pods() {
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s bound to %q by the controller; the scheduler binds", p.Name, p.Spec.NodeName)
+		}
+		if !metav1.IsControlledBy(&p, created) {
+			t.Errorf("pod %s is not controlled by the DaemonSet", p.Name)
+		}
+		found := false
+		for _, tol := range p.Spec.Tolerations {
+			found = found || (tol.Key == corev1.TaintNodeUnschedulable && tol.Effect == corev1.TaintEffectNoSchedule && tol.TolerationSeconds == nil)
+		}
+		if !found {
+			t.Errorf("pod %s lacks the unschedulable toleration: %+v", p.Name, p.Spec.Tolerations)
+		}
+	}
+	want := appsv1.DaemonSetStatus{DesiredNumberScheduled: 2, CurrentNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberUnavailable: 2, ObservedGeneration: 1}
+	if diff := cmp.Diff(want, w.status("agent")); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+
+	// The scheduler binds the plain node's pod and its agent reports Ready.
+	plainPod := byNode["plain"][0]
+	w.must("binding", w.client.CoreV1().Pods("default").Bind(w.ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: plainPod, Namespace: "default"},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: "plain"},
+	}, metav1.CreateOptions{}))
+	p, err := w.client.CoreV1().Pods("default").Get(w.ctx, plainPod, metav1.GetOptions{})
+	w.must("getting pod", err)
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(w.clock.Now())}}
+	_, err = w.client.CoreV1().Pods("default").UpdateStatus(w.ctx, p, metav1.UpdateOptions{})
+	w.must("reporting ready", err)
+
+	// The dedicated node's taint goes; an untolerated NoExecute taint
+	// comes on the cordoned node.
+	ded, err := w.client.CoreV1().Nodes().Get(w.ctx, "dedicated", metav1.GetOptions{})
+	w.must("getting node", err)
+	ded.Spec.Taints = nil
+	_, err = w.client.CoreV1().Nodes().Update(w.ctx, ded, metav1.UpdateOptions{})
+	w.must("untainting", err)
+	cord, err := w.client.CoreV1().Nodes().Get(w.ctx, "cordoned", metav1.GetOptions{})
+	w.must("getting node", err)
+	cord.Spec.Taints = append(cord.Spec.Taints, corev1.Taint{Key: "example.com/evict", Effect: corev1.TaintEffectNoExecute})
+	_, err = w.client.CoreV1().Nodes().Update(w.ctx, cord, metav1.UpdateOptions{})
+	w.must("tainting", err)
+
+	w.must("sync", c.Sync(w.ctx))
+	byNode = w.podsByNode()
+	if len(byNode) != 2 || len(byNode["plain"]) != 1 || len(byNode["dedicated"]) != 1 || byNode["plain"][0] != plainPod {
+		t.Fatalf("pods by node = %v, want the same pod on plain and a new one on dedicated", byNode)
+	}
+	want = appsv1.DaemonSetStatus{
+		DesiredNumberScheduled: 2, CurrentNumberScheduled: 2, NumberReady: 1, NumberAvailable: 1,
+		UpdatedNumberScheduled: 2, NumberUnavailable: 1, ObservedGeneration: 1,
+	}
+	if diff := cmp.Diff(want, w.status("agent")); diff != "" {
+		t.Errorf("status after the changes (-want +got):\n%s", diff)
+	}
+}
+
+// A template change bumps the template generation and rolls the pods one
+// node at a time (maxUnavailable 1).
+func TestDaemonSetRollingUpdate(t *testing.T) {
+	w := newWorld(t)
+	c := w.controller()
+	w.addNode("a", nil)
+	w.addNode("b", nil)
+	_, err := w.client.AppsV1().DaemonSets("default").Create(w.ctx, newDS("agent"), metav1.CreateOptions{})
+	w.must("creating daemonset", err)
+	w.must("sync", c.Sync(w.ctx))
+	before := w.podsByNode()
+
+	ds, err := w.client.AppsV1().DaemonSets("default").Get(w.ctx, "agent", metav1.GetOptions{})
+	w.must("getting daemonset", err)
+	ds.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
+	ds, err = w.client.AppsV1().DaemonSets("default").Update(w.ctx, ds, metav1.UpdateOptions{})
+	w.must("updating template", err)
+	if g := ds.Annotations[appsv1.DeprecatedTemplateGeneration]; g != "2" || ds.Generation != 2 {
+		t.Fatalf("after a template change: template generation %q, generation %d; want 2 and 2", g, ds.Generation)
+	}
+	// The old pods are not Ready, so both may be replaced at once.
+	w.must("sync", c.Sync(w.ctx))
+	if got := w.podsByNode(); len(got["a"])+len(got["b"]) != 0 {
+		t.Fatalf("old pods left after the rolling pass: %v (before %v)", got, before)
+	}
+	w.must("sync", c.Sync(w.ctx))
+	after := w.pods()
+	if len(after) != 2 {
+		t.Fatalf("%d pods after the roll-out, want 2", len(after))
+	}
+	for _, p := range after {
+		if p.Spec.Containers[0].Image != "busybox:1.37" || p.Labels[daemonset.LabelTemplateGeneration] != "2" {
+			t.Errorf("pod %s: image %s, template generation %s", p.Name, p.Spec.Containers[0].Image, p.Labels[daemonset.LabelTemplateGeneration])
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package garbagecollector_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"knode/internal/controller/garbagecollector"
+	"knode/internal/controller/replicaset"
+)
+
+func (w *world) collector() *garbagecollector.Collector {
+	w.t.Helper()
+	g, err := garbagecollector.New(garbagecollector.Config{Client: w.client, Clock: w.clock, Logger: quiet})
+	w.must("building the collector", err)
+	return g
+}
+
+// runReplicaSet creates a ReplicaSet and lets the ReplicaSet controller
+// create its pods.
+func (w *world) runReplicaSet(name string, n int32, finalizers ...string) *appsv1.ReplicaSet {
+	w.t.Helper()
+	labels := map[string]string{"app": name}
+	rs, err := w.client.AppsV1().ReplicaSets("default").Create(w.ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Finalizers: finalizers},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(n),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	w.must("creating replicaset", err)
+	c, err := replicaset.New(replicaset.Config{Client: w.client, Clock: w.clock, Logger: quiet})
+	w.must("building the replicaset controller", err)
+	w.must("replicaset sync", c.Sync(w.ctx))
+	return rs
+}
+
+// ownedBy counts the pods that name owner among their owners.
+func (w *world) ownedBy(owner *appsv1.ReplicaSet) (owning, all int) {
+	for _, p := range w.pods() {
+		all++
+		for _, r := range p.OwnerReferences {
+			if r.UID == owner.UID {
+				owning++
+			}
+		}
+	}
+	return owning, all
+}
+
+// Deleting a ReplicaSet deletes its pods (background propagation); other
+// pods stay.
+func TestDeletingOwnerDeletesPods(t *testing.T) {
+	w := newWorld(t)
+	g := w.collector()
+	web := w.runReplicaSet("web", 3)
+	db := w.runReplicaSet("db", 2)
+	w.must("gc sync", g.Sync(w.ctx))
+	if n := len(w.pods()); n != 5 {
+		t.Fatalf("%d pods before any deletion; the collector deleted live pods", n)
+	}
+
+	w.must("deleting replicaset", w.client.AppsV1().ReplicaSets("default").Delete(w.ctx, "web", metav1.DeleteOptions{}))
+	w.must("gc sync", g.Sync(w.ctx))
+	if owning, all := w.ownedBy(web); owning != 0 || all != 2 {
+		t.Errorf("after deleting web: %d of its pods left, %d pods in all; want 0 and 2", owning, all)
+	}
+	if owning, _ := w.ownedBy(db); owning != 2 {
+		t.Errorf("db has %d pods, want 2", owning)
+	}
+}
+
+// A pod with a second, live owner only loses the reference to the gone
+// one.
+func TestDanglingReferenceIsTrimmed(t *testing.T) {
+	w := newWorld(t)
+	g := w.collector()
+	w.runReplicaSet("web", 1)
+	keeper, err := w.client.AppsV1().ReplicaSets("default").Create(w.ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "keeper", Namespace: "default"},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "keeper"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "keeper"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	w.must("creating keeper", err)
+	pod := w.pods()[0]
+	pod.OwnerReferences = append(pod.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "keeper", UID: keeper.UID})
+	_, err = w.client.CoreV1().Pods("default").Update(w.ctx, &pod, metav1.UpdateOptions{})
+	w.must("adding a second owner", err)
+
+	w.must("deleting replicaset", w.client.AppsV1().ReplicaSets("default").Delete(w.ctx, "web", metav1.DeleteOptions{}))
+	w.must("gc sync", g.Sync(w.ctx))
+	got, err := w.client.CoreV1().Pods("default").Get(w.ctx, pod.Name, metav1.GetOptions{})
+	w.must("getting pod", err)
+	var owners []string
+	for _, r := range got.OwnerReferences {
+		owners = append(owners, r.Name)
+	}
+	if diff := cmp.Diff([]string{"keeper"}, owners); diff != "" {
+		t.Errorf("owners (-want +got):\n%s", diff)
+	}
+}
+
+// An owner deleted with the orphan finalizer leaves its pods without the
+// reference, then loses the finalizer and goes.
+func TestOrphanFinalizer(t *testing.T) {
+	w := newWorld(t)
+	g := w.collector()
+	web := w.runReplicaSet("web", 2, metav1.FinalizerOrphanDependents)
+	w.must("deleting replicaset", w.client.AppsV1().ReplicaSets("default").Delete(w.ctx, "web", metav1.DeleteOptions{}))
+	w.must("gc sync", g.Sync(w.ctx))
+	if owning, all := w.ownedBy(web); owning != 0 || all != 2 {
+		t.Errorf("%d pods still name web, %d pods in all; want 0 and 2", owning, all)
+	}
+	w.must("gc sync", g.Sync(w.ctx))
+	if _, err := w.client.AppsV1().ReplicaSets("default").Get(w.ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("orphaning owner still there: %v", err)
+	}
+}
+
+// An owner deleted with the foregroundDeletion finalizer sees its pods
+// deleted first, then goes.
+func TestForegroundFinalizer(t *testing.T) {
+	w := newWorld(t)
+	g := w.collector()
+	w.runReplicaSet("web", 2, metav1.FinalizerDeleteDependents)
+	w.must("deleting replicaset", w.client.AppsV1().ReplicaSets("default").Delete(w.ctx, "web", metav1.DeleteOptions{}))
+	rs, err := w.client.AppsV1().ReplicaSets("default").Get(w.ctx, "web", metav1.GetOptions{})
+	w.must("the owner waits for its finalizer", err)
+	if rs.DeletionTimestamp == nil {
+		t.Fatal("owner not marked for deletion")
+	}
+	w.must("gc sync", g.Sync(w.ctx))
+	if n := len(w.pods()); n != 0 {
+		t.Errorf("%d pods left, want 0", n)
+	}
+	w.must("gc sync", g.Sync(w.ctx))
+	if _, err := w.client.AppsV1().ReplicaSets("default").Get(w.ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("foreground owner still there: %v", err)
+	}
+}

@@ -1,0 +1,342 @@
+// Package replicaset is the ReplicaSet controller: it keeps spec.replicas
+// pods running for every apps/v1 ReplicaSet and keeps its status current.
+//
+// For each ReplicaSet a pass (Sync):
+//   - claims pods as upstream does (ClaimPods): active orphans its
+//     selector matches are adopted (a controller ownerReference is
+//     added), and pods it controls that the selector no longer matches are
+//     released (the reference is removed). Another controller's pods are
+//     never touched;
+//   - creates pods from the template, named <rs>-<random> with the
+//     ReplicaSet as controller (ownerReference controller=true,
+//     blockOwnerDeletion=true), when it has fewer active pods than
+//     replicas, stopping at the first failure; or deletes the surplus,
+//     the pods it is cheapest to lose first (Rank: unscheduled, then
+//     pending, then not Ready, then newest, ...). Pods being deleted do not
+//     count, so an evicted or deleted pod is replaced at once;
+//   - writes status: replicas, fullyLabeledReplicas, readyReplicas,
+//     availableReplicas (minReadySeconds), terminatingReplicas,
+//     observedGeneration, and the ReplicaFailure condition while creating
+//     or deleting fails. The status counts the pods as they are after the
+//     pass's own writes.
+//
+// A ReplicaSet being deleted is only claimed from and reported on; its
+// pods are the garbage collector's.
+//
+// Events (on the ReplicaSet): Normal SuccessfulCreate "Created pod: <name>"
+// and SuccessfulDelete "Deleted pod: <name>"; Warning FailedCreate "Error
+// creating: <error>" and FailedDelete "Error deleting: <error>".
+//
+// What the caller must do: give it a client that may list ReplicaSets,
+// update their status, list, create, patch and delete pods and create
+// events; call Sync for one deterministic pass on the injected clock, or
+// Run. One controller per cluster (leader election is the caller's).
+//
+// Cost model: a pass lists every ReplicaSet and pod once (through the
+// API, so it never acts on a stale cache and needs no expectations), then
+// writes only what must change. Run coalesces the changes it hears of into
+// at most one pending pass.
+//
+// What it does not do: Deployments (not served), the ReplicaSet scale
+// subresource, and upstream's slow-start batching (creation is sequential
+// and stops at the first error instead).
+package replicaset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// Name is the controller's name and event source.
+const Name = "replicaset-controller"
+
+// DefaultResyncPeriod is how often Run passes when nothing happens.
+const DefaultResyncPeriod = 30 * time.Second
+
+// Config builds a Controller.
+type Config struct {
+	// Client reads and writes ReplicaSets, pods and events. Required.
+	Client kubernetes.Interface
+	// Clock gives now and paces Run; zero value means the real clock.
+	Clock clock.WithTicker
+	// ResyncPeriod is the longest Run waits between passes; 0 means
+	// DefaultResyncPeriod.
+	ResyncPeriod time.Duration
+	// Informers, when set, is where Run takes the informers that wake it
+	// (shared with other controllers); Run starts it. nil: Run builds its
+	// own. Sync never uses it.
+	Informers informers.SharedInformerFactory
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Controller runs ReplicaSets. Passes do not overlap.
+type Controller struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	next   time.Time // when the last pass expects a pod to become available
+	events int64
+}
+
+// New checks cfg and builds a Controller.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("replicaset: Config.Client is required")
+	}
+	if cfg.ResyncPeriod < 0 {
+		return nil, fmt.Errorf("replicaset: ResyncPeriod %v must not be negative", cfg.ResyncPeriod)
+	}
+	if cfg.ResyncPeriod == 0 {
+		cfg.ResyncPeriod = DefaultResyncPeriod
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Controller{cfg: cfg, log: cfg.Logger.With("controller", Name)}, nil
+}
+
+// Sync makes one pass over every ReplicaSet at the clock's now and blocks
+// until its writes are done. The error joins the failures; each is retried
+// by the next pass.
+func (c *Controller) Sync(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Clock.Now()
+	cs := c.cfg.Client
+	rsList, err := cs.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing replicasets: %w", err)
+	}
+	c.next = time.Time{}
+	if len(rsList.Items) == 0 {
+		return nil
+	}
+	podList, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	byNamespace := map[string][]*corev1.Pod{}
+	for i := range podList.Items {
+		p := &podList.Items[i]
+		byNamespace[p.Namespace] = append(byNamespace[p.Namespace], p)
+	}
+	items := rsList.Items
+	sort.Slice(items, func(i, j int) bool {
+		if items[i].Namespace != items[j].Namespace {
+			return items[i].Namespace < items[j].Namespace
+		}
+		return items[i].Name < items[j].Name
+	})
+	var errs []error
+	for i := range items {
+		next, err := c.syncOne(ctx, &items[i], byNamespace[items[i].Namespace], now)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !next.IsZero() && (c.next.IsZero() || next.Before(c.next)) {
+			c.next = next
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// syncOne runs one ReplicaSet against the pods of its namespace. Adopted
+// pods are replaced in pods, so a later ReplicaSet of the pass sees them
+// owned.
+func (c *Controller) syncOne(ctx context.Context, rs *appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) (time.Time, error) {
+	var errs []error
+	claim := ClaimPods(rs, pods)
+	owned := claim.Owned
+	for _, p := range claim.Adopt {
+		adopted, err := c.patchOwner(ctx, p, adoptPatch(rs))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("adopting pod %s/%s: %w", p.Namespace, p.Name, err))
+			continue
+		}
+		for i := range pods {
+			if pods[i] == p {
+				pods[i] = adopted
+			}
+		}
+		owned = append(owned, adopted)
+	}
+	for _, p := range claim.Release {
+		if _, err := c.patchOwner(ctx, p, releasePatch(rs.UID)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("releasing pod %s/%s: %w", p.Namespace, p.Name, err))
+		}
+	}
+
+	var manageErr error
+	creating := false
+	if rs.DeletionTimestamp == nil {
+		create, remove := Scale(rs, owned, now)
+		creating = create > 0
+		for range create {
+			pod, err := c.cfg.Client.CoreV1().Pods(rs.Namespace).Create(ctx, NewPod(rs), metav1.CreateOptions{})
+			if err != nil {
+				manageErr = err
+				c.record(ctx, rs, corev1.EventTypeWarning, "FailedCreate", fmt.Sprintf("Error creating: %v", err), now)
+				break
+			}
+			owned = append(owned, pod)
+			c.record(ctx, rs, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: "+pod.Name, now)
+		}
+		gone := map[*corev1.Pod]bool{}
+		for _, p := range remove {
+			uid := p.UID
+			err := c.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				manageErr = err
+				c.record(ctx, rs, corev1.EventTypeWarning, "FailedDelete", fmt.Sprintf("Error deleting: %v", err), now)
+				continue
+			}
+			gone[p] = true
+			c.record(ctx, rs, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: "+p.Name, now)
+		}
+		if len(gone) > 0 {
+			kept := owned[:0:0]
+			for _, p := range owned {
+				if !gone[p] {
+					kept = append(kept, p)
+				}
+			}
+			owned = kept
+		}
+	}
+	if manageErr != nil {
+		errs = append(errs, fmt.Errorf("replicaset %s/%s: %w", rs.Namespace, rs.Name, manageErr))
+	}
+
+	status, next := Status(rs, owned, claim.Terminating, manageErr, creating, now)
+	if !StatusEqual(rs.Status, status) {
+		updated := rs.DeepCopy()
+		updated.Status = status
+		if _, err := c.cfg.Client.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("updating status of replicaset %s/%s: %w", rs.Namespace, rs.Name, err))
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// adoptPatch adds rs as the controller of a pod (strategic merge: the
+// reference list merges on uid).
+func adoptPatch(rs *appsv1.ReplicaSet) []byte {
+	ref := metav1.NewControllerRef(rs, controllerKind)
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []any{ref}}})
+	return b
+}
+
+// releasePatch removes the reference to owner uid from a pod.
+func releasePatch(uid types.UID) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"ownerReferences": []any{map[string]any{"$patch": "delete", "uid": uid}},
+	}})
+	return b
+}
+
+func (c *Controller) patchOwner(ctx context.Context, p *corev1.Pod, patch []byte) (*corev1.Pod, error) {
+	return c.cfg.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+}
+
+// record writes one event about rs; a failure is only logged.
+func (c *Controller) record(ctx context.Context, rs *appsv1.ReplicaSet, typ, reason, msg string, now time.Time) {
+	c.events++
+	t := metav1.NewTime(now)
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", rs.Name, now.UnixNano()+c.events), Namespace: rs.Namespace},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "apps/v1", Kind: "ReplicaSet", Namespace: rs.Namespace, Name: rs.Name, UID: rs.UID, ResourceVersion: rs.ResourceVersion,
+		},
+		Reason:         reason,
+		Message:        msg,
+		Type:           typ,
+		Source:         corev1.EventSource{Component: Name},
+		FirstTimestamp: t,
+		LastTimestamp:  t,
+		Count:          1,
+	}
+	if _, err := c.cfg.Client.CoreV1().Events(rs.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		c.log.Warn("recording event failed", "replicaset", rs.Name, "reason", reason, "err", err)
+	}
+}
+
+// Run passes at once, then whenever a ReplicaSet or pod changes, when a
+// pod is due to become available, and at least every ResyncPeriod, until
+// ctx ends. Errors are logged.
+func (c *Controller) Run(ctx context.Context) {
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}
+	factory := c.cfg.Informers
+	if factory == nil {
+		factory = informers.NewSharedInformerFactory(c.cfg.Client, 0)
+	}
+	for _, inf := range []cache.SharedIndexInformer{
+		factory.Core().V1().Pods().Informer(),
+		factory.Apps().V1().ReplicaSets().Informer(),
+	} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			c.log.Error("watching for changes failed", "err", err)
+		}
+	}
+	factory.Start(ctx.Done())
+
+	ticker := c.cfg.Clock.NewTicker(c.cfg.ResyncPeriod)
+	defer ticker.Stop()
+	for {
+		if err := c.Sync(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("replicaset pass failed", "err", err)
+		}
+		c.mu.Lock()
+		next := c.next
+		c.mu.Unlock()
+		var due <-chan time.Time
+		var timer clock.Timer
+		if !next.IsZero() {
+			timer = c.cfg.Clock.NewTimer(next.Sub(c.cfg.Clock.Now()) + time.Second)
+			due = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+		case <-ticker.C():
+		case <-wake:
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
