@@ -1,10 +1,12 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -15,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"knode/internal/storage"
 )
@@ -174,24 +178,42 @@ func (s *Server) convertEvent(st *objectStore, sel selector, ev storage.Event) (
 	return "", nil, nil
 }
 
-// eventWriter streams watch events as newline-delimited JSON.
+// eventWriter streams watch events: newline-delimited JSON, or, for
+// clients that prefer protobuf (client-go's informers), length-delimited
+// frames of WatchEvents whose objects are in Kubernetes protobuf.
 type eventWriter struct {
-	w       http.ResponseWriter
-	r       *http.Request
-	s       *Server
-	st      *objectStore
-	flusher http.Flusher
-	table   bool
-	enc     *json.Encoder
+	w        http.ResponseWriter
+	r        *http.Request
+	s        *Server
+	st       *objectStore
+	flusher  http.Flusher
+	table    bool
+	protobuf bool
+	enc      *json.Encoder
+	frames   io.Writer
 }
+
+// watchProtobufMediaType is the Content-Type of a protobuf watch stream.
+const watchProtobufMediaType = protobufMediaType + ";stream=watch"
+
+var rawProtobuf = protobuf.NewRawSerializer(scheme.Scheme, scheme.Scheme)
 
 func newEventWriter(w http.ResponseWriter, r *http.Request, s *Server, st *objectStore) *eventWriter {
 	f, _ := w.(http.Flusher)
-	return &eventWriter{w: w, r: r, s: s, st: st, flusher: f, table: negotiate(r).table, enc: json.NewEncoder(w)}
+	m := negotiate(r)
+	e := &eventWriter{w: w, r: r, s: s, st: st, flusher: f, table: m.table, protobuf: m.protobuf && !m.table, enc: json.NewEncoder(w)}
+	if e.protobuf {
+		e.frames = protobuf.LengthDelimitedFramer.NewFrameWriter(w)
+	}
+	return e
 }
 
 func (e *eventWriter) start() {
-	e.w.Header().Set("Content-Type", "application/json")
+	if e.protobuf {
+		e.w.Header().Set("Content-Type", watchProtobufMediaType)
+	} else {
+		e.w.Header().Set("Content-Type", "application/json")
+	}
 	e.w.Header().Set("Transfer-Encoding", "chunked")
 	e.w.WriteHeader(http.StatusOK)
 	e.flush()
@@ -213,14 +235,31 @@ func (e *eventWriter) write(typ watch.EventType, obj runtime.Object) bool {
 		}
 		payload = e.s.table(e.st.kind, []runtime.Object{obj}, lm, e.r)
 	}
-	if err := e.enc.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Object: payload}}); err != nil {
+	if err := e.encode(typ, payload); err != nil {
 		return false
 	}
 	e.flush()
 	return true
 }
 
+// encode writes one event in the stream's encoding.
+func (e *eventWriter) encode(typ watch.EventType, obj runtime.Object) error {
+	if !e.protobuf {
+		return e.enc.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Object: obj}})
+	}
+	var inner bytes.Buffer
+	if err := protobufSerializer.Encode(obj, &inner); err != nil {
+		return err
+	}
+	var frame bytes.Buffer
+	if err := rawProtobuf.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: inner.Bytes()}}, &frame); err != nil {
+		return err
+	}
+	_, err := e.frames.Write(frame.Bytes())
+	return err
+}
+
 func (e *eventWriter) writeError(err error) {
-	_ = e.enc.Encode(&metav1.WatchEvent{Type: string(watch.Error), Object: runtime.RawExtension{Object: toStatus(err)}})
+	_ = e.encode(watch.Error, toStatus(err))
 	e.flush()
 }
