@@ -50,7 +50,7 @@ func NodeOwnerReference(nodeName string, uid types.UID) metav1.OwnerReference {
 }
 
 // jittered returns the wait between two renewals: interval plus up to
-// factor×interval, scaled by r in [0, 1), as wait.JitterUntil does.
+// factor×interval, scaled by r in [0, 1), as upstream's jittered loop does.
 func jittered(interval time.Duration, factor, r float64) time.Duration {
 	if factor <= 0 {
 		return interval
