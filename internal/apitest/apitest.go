@@ -28,6 +28,7 @@ import (
 
 	"knode/internal/apiserver"
 	"knode/internal/auth"
+	"knode/internal/registry"
 	"knode/internal/server"
 	"knode/internal/storage"
 	"knode/internal/storage/memory"
@@ -63,6 +64,9 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 	// Logger receives the API server's log; nil discards it.
 	Logger *slog.Logger
+	// Kinds are served beside server.Kinds(); a kind whose group and
+	// resource knode server already serves is skipped.
+	Kinds []registry.Kind
 }
 
 // Server is a running test API server. Its fields are not to be changed.
@@ -105,7 +109,7 @@ func Start(t testing.TB, opts Options) *Server {
 	admission = append(admission, opts.Admission...)
 	api, err = apiserver.New(apiserver.Config{
 		Storage:       store,
-		Kinds:         server.Kinds(),
+		Kinds:         kinds(opts.Kinds),
 		Authenticator: auth.UnionAuthenticator{tokens},
 		Authorizer:    authz,
 		Admission:     admission,
@@ -129,6 +133,23 @@ func Start(t testing.TB, opts Options) *Server {
 	s.AdminConfig = s.Config(AdminToken)
 	s.Admin = s.Client(t, AdminToken)
 	return s
+}
+
+// kinds are server.Kinds() followed by those of extra that it does not
+// already serve.
+func kinds(extra []registry.Kind) []registry.Kind {
+	ks := server.Kinds()
+	served := map[string]bool{}
+	for _, k := range ks {
+		served[k.GroupVersion.Group+"/"+k.Resource] = true
+	}
+	for _, k := range extra {
+		if !served[k.GroupVersion.Group+"/"+k.Resource] {
+			served[k.GroupVersion.Group+"/"+k.Resource] = true
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
 
 // Config is a client config acting as token, without client-side rate

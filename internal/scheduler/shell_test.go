@@ -483,12 +483,31 @@ func TestRunRetriesAfterFiveMinutes(t *testing.T) {
 		ev := e.events("big")
 		return len(ev) == 1 && ev[0].Count == 1
 	})
-	e.clock.Step(4*time.Minute + 30*time.Second)
-	e.clock.Step(30 * time.Second)
-	e.waitFor("a second attempt", func() bool {
+	// Step the clock one flush period at a time, letting the scheduler take
+	// each tick (the fake clock's ticker holds one), until it retries.
+	attempts := func() int32 {
 		ev := e.events("big")
-		return len(ev) == 1 && ev[0].Count == 2
-	})
+		if len(ev) != 1 {
+			return 0
+		}
+		return ev[0].Count
+	}
+	start := e.clock.Now()
+	for attempts() < 2 {
+		if e.clock.Since(start) > 6*time.Minute {
+			t.Fatalf("no second attempt after %s on the clock", e.clock.Since(start))
+		}
+		e.waitFor("the flush ticker to be waited on", e.clock.HasWaiters)
+		e.clock.Step(30 * time.Second)
+		retried := false
+		_ = wait.PollUntilContextTimeout(e.ctx, time.Millisecond, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+			retried = attempts() >= 2
+			return retried, nil
+		})
+		if retried && e.clock.Since(start) < 5*time.Minute {
+			t.Fatalf("retried after %s, before five minutes", e.clock.Since(start))
+		}
+	}
 }
 
 // Deleting a bound pod frees its node for a pod waiting on it.

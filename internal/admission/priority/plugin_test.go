@@ -14,10 +14,14 @@ import (
 
 	"knode/internal/admission/priority"
 	"knode/internal/apiserver"
+	"knode/internal/apitest"
 	nodereg "knode/internal/registry/node"
 	podreg "knode/internal/registry/pod"
 	pcreg "knode/internal/registry/priorityclass"
 )
+
+// world is apitest's World with this package's helpers as methods.
+type world struct{ *apitest.World }
 
 // newPriorityWorld serves the API with the Priority plugin, reading
 // PriorityClasses back through the server, and the built-in classes
@@ -36,17 +40,17 @@ func newPriorityWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorld(t, plugin)
-	cs = w.client
+	w := &world{apitest.NewWorld(t, apitest.Options{Admission: []apiserver.Admitter{plugin}})}
+	cs = w.Client
 	for _, pc := range pcreg.System() {
-		_, err := w.client.SchedulingV1().PriorityClasses().Create(w.ctx, pc, metav1.CreateOptions{})
-		w.must("creating "+pc.Name, err)
+		_, err := w.Client.SchedulingV1().PriorityClasses().Create(w.Ctx, pc, metav1.CreateOptions{})
+		w.Must("creating "+pc.Name, err)
 	}
 	return w
 }
 
 func (w *world) createPod(name, class string, prio *int32) (*corev1.Pod, error) {
-	return w.client.CoreV1().Pods("default").Create(w.ctx, &corev1.Pod{
+	return w.Client.CoreV1().Pods("default").Create(w.Ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: corev1.PodSpec{
 			PriorityClassName: class,
@@ -57,7 +61,7 @@ func (w *world) createPod(name, class string, prio *int32) (*corev1.Pod, error) 
 }
 
 func (w *world) createClass(name string, value int32, globalDefault bool, policy *corev1.PreemptionPolicy) error {
-	_, err := w.client.SchedulingV1().PriorityClasses().Create(w.ctx, &schedulingv1.PriorityClass{
+	_, err := w.Client.SchedulingV1().PriorityClasses().Create(w.Ctx, &schedulingv1.PriorityClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value, GlobalDefault: globalDefault, PreemptionPolicy: policy,
 	}, metav1.CreateOptions{})
 	return err
@@ -72,7 +76,7 @@ type resolved struct {
 func TestPodPriorityIsResolved(t *testing.T) {
 	w := newPriorityWorld(t)
 	lower, never := corev1.PreemptLowerPriority, corev1.PreemptNever
-	w.must("creating class", w.createClass("batch", 100, false, &never))
+	w.Must("creating class", w.createClass("batch", 100, false, &never))
 
 	tests := []struct {
 		name  string
@@ -114,9 +118,9 @@ func TestPodPriorityIsRefused(t *testing.T) {
 
 func TestGlobalDefault(t *testing.T) {
 	w := newPriorityWorld(t)
-	w.must("creating default", w.createClass("normal", 1000, true, nil))
+	w.Must("creating default", w.createClass("normal", 1000, true, nil))
 	p, err := w.createPod("plain", "", nil)
-	w.must("creating pod", err)
+	w.Must("creating pod", err)
 	if p.Spec.PriorityClassName != "normal" || ptr.Deref(p.Spec.Priority, -1) != 1000 {
 		t.Errorf("pod got class %q priority %v, want normal/1000", p.Spec.PriorityClassName, p.Spec.Priority)
 	}
@@ -126,16 +130,16 @@ func TestGlobalDefault(t *testing.T) {
 		t.Errorf("second default: %v", err)
 	}
 	// Updating the default itself is fine.
-	pc, err := w.client.SchedulingV1().PriorityClasses().Get(w.ctx, "normal", metav1.GetOptions{})
-	w.must("getting class", err)
+	pc, err := w.Client.SchedulingV1().PriorityClasses().Get(w.Ctx, "normal", metav1.GetOptions{})
+	w.Must("getting class", err)
 	pc.Description = "the usual"
-	_, err = w.client.SchedulingV1().PriorityClasses().Update(w.ctx, pc, metav1.UpdateOptions{})
-	w.must("updating the default class", err)
+	_, err = w.Client.SchedulingV1().PriorityClasses().Update(w.Ctx, pc, metav1.UpdateOptions{})
+	w.Must("updating the default class", err)
 }
 
 func TestBuiltInClassesStay(t *testing.T) {
 	w := newPriorityWorld(t)
-	err := w.client.SchedulingV1().PriorityClasses().Delete(w.ctx, "system-node-critical", metav1.DeleteOptions{})
+	err := w.Client.SchedulingV1().PriorityClasses().Delete(w.Ctx, "system-node-critical", metav1.DeleteOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("deleting a built-in class: %v, want 403", err)
 	}

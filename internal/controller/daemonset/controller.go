@@ -51,7 +51,6 @@ package daemonset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,11 +62,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"knode/internal/controller/ownership"
 )
 
 // Name is the controller's name and event source.
@@ -198,25 +198,10 @@ func (c *Controller) wakeAt(t time.Time) {
 }
 
 func (c *Controller) syncOne(ctx context.Context, ds *appsv1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, now time.Time) error {
-	var errs []error
 	claim := ClaimPods(ds, pods)
-	for _, p := range claim.Adopt {
-		adopted, err := c.patchPod(ctx, p, adoptPatch(ds))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("adopting pod %s/%s: %w", p.Namespace, p.Name, err))
-			continue
-		}
-		for i := range pods {
-			if pods[i] == p {
-				pods[i] = adopted
-			}
-		}
-		claim.Add(adopted)
-	}
-	for _, p := range claim.Release {
-		if _, err := c.patchPod(ctx, p, releasePatch(ds.UID)); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("releasing pod %s/%s: %w", p.Namespace, p.Name, err))
-		}
+	adopted, errs := ownership.Settle(ctx, c.cfg.Client.CoreV1(), ds, controllerKind, claim.Adopt, claim.Release, pods)
+	for _, p := range adopted {
+		claim.Add(p)
 	}
 	for _, ps := range claim.ByNode {
 		sortOldestFirst(ps)
@@ -298,25 +283,6 @@ func (c *Controller) syncOne(ctx context.Context, ds *appsv1.DaemonSet, nodes []
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// adoptPatch adds ds as the controller of a pod.
-func adoptPatch(ds *appsv1.DaemonSet) []byte {
-	ref := metav1.NewControllerRef(ds, controllerKind)
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []any{ref}}})
-	return b
-}
-
-// releasePatch removes the reference to owner uid from a pod.
-func releasePatch(uid types.UID) []byte {
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"ownerReferences": []any{map[string]any{"$patch": "delete", "uid": uid}},
-	}})
-	return b
-}
-
-func (c *Controller) patchPod(ctx context.Context, p *corev1.Pod, patch []byte) (*corev1.Pod, error) {
-	return c.cfg.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 }
 
 // record writes one event about ds; a failure is only logged.

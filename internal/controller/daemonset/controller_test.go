@@ -1,6 +1,7 @@
 package daemonset_test
 
 import (
+	"log/slog"
 	"sort"
 	"testing"
 
@@ -9,8 +10,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"knode/internal/apitest"
 	"knode/internal/controller/daemonset"
 )
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// world is apitest's World with this package's helpers as methods.
+type world struct{ *apitest.World }
+
+func newWorld(t *testing.T) *world {
+	return &world{apitest.NewWorld(t, apitest.Options{})}
+}
 
 func newDS(name string) *appsv1.DaemonSet {
 	labels := map[string]string{"app": name}
@@ -27,26 +38,26 @@ func newDS(name string) *appsv1.DaemonSet {
 }
 
 func (w *world) controller() *daemonset.Controller {
-	w.t.Helper()
-	c, err := daemonset.New(daemonset.Config{Client: w.client, Clock: w.clock, Logger: quiet})
-	w.must("building the controller", err)
+	w.T.Helper()
+	c, err := daemonset.New(daemonset.Config{Client: w.Client, Clock: w.Clock, Logger: quiet})
+	w.Must("building the controller", err)
 	return c
 }
 
 func (w *world) addNode(name string, mutate func(*corev1.Node)) {
-	w.t.Helper()
+	w.T.Helper()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if mutate != nil {
 		mutate(n)
 	}
-	_, err := w.client.CoreV1().Nodes().Create(w.ctx, n, metav1.CreateOptions{})
-	w.must("creating node", err)
+	_, err := w.Client.CoreV1().Nodes().Create(w.Ctx, n, metav1.CreateOptions{})
+	w.Must("creating node", err)
 }
 
 // podsByNode maps each node to the daemon pods targeting it.
 func (w *world) podsByNode() map[string][]string {
 	out := map[string][]string{}
-	for _, p := range w.pods() {
+	for _, p := range w.Pods() {
 		n := daemonset.TargetNode(&p)
 		out[n] = append(out[n], p.Name)
 	}
@@ -57,9 +68,9 @@ func (w *world) podsByNode() map[string][]string {
 }
 
 func (w *world) status(name string) appsv1.DaemonSetStatus {
-	w.t.Helper()
-	ds, err := w.client.AppsV1().DaemonSets("default").Get(w.ctx, name, metav1.GetOptions{})
-	w.must("getting daemonset", err)
+	w.T.Helper()
+	ds, err := w.Client.AppsV1().DaemonSets("default").Get(w.Ctx, name, metav1.GetOptions{})
+	w.Must("getting daemonset", err)
 	return ds.Status
 }
 
@@ -77,18 +88,18 @@ func TestDaemonSetRunsOnEligibleNodes(t *testing.T) {
 	w.addNode("dedicated", func(n *corev1.Node) {
 		n.Spec.Taints = []corev1.Taint{{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
 	})
-	created, err := w.client.AppsV1().DaemonSets("default").Create(w.ctx, newDS("agent"), metav1.CreateOptions{})
-	w.must("creating daemonset", err)
+	created, err := w.Client.AppsV1().DaemonSets("default").Create(w.Ctx, newDS("agent"), metav1.CreateOptions{})
+	w.Must("creating daemonset", err)
 	if created.Annotations[appsv1.DeprecatedTemplateGeneration] != "1" {
 		t.Errorf("template generation annotation = %q, want 1", created.Annotations[appsv1.DeprecatedTemplateGeneration])
 	}
-	w.must("sync", c.Sync(w.ctx))
+	w.Must("sync", c.Sync(w.Ctx))
 
 	byNode := w.podsByNode()
 	if len(byNode) != 2 || len(byNode["plain"]) != 1 || len(byNode["cordoned"]) != 1 {
 		t.Fatalf("pods by node = %v, want one on plain and one on cordoned", byNode)
 	}
-	for _, p := range w.pods() {
+	for _, p := range w.Pods() {
 		if p.Spec.NodeName != "" {
 			t.Errorf("pod %s bound to %q by the controller; the scheduler binds", p.Name, p.Spec.NodeName)
 		}
@@ -110,31 +121,31 @@ func TestDaemonSetRunsOnEligibleNodes(t *testing.T) {
 
 	// The scheduler binds the plain node's pod and its agent reports Ready.
 	plainPod := byNode["plain"][0]
-	w.must("binding", w.client.CoreV1().Pods("default").Bind(w.ctx, &corev1.Binding{
+	w.Must("binding", w.Client.CoreV1().Pods("default").Bind(w.Ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: plainPod, Namespace: "default"},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: "plain"},
 	}, metav1.CreateOptions{}))
-	p, err := w.client.CoreV1().Pods("default").Get(w.ctx, plainPod, metav1.GetOptions{})
-	w.must("getting pod", err)
+	p, err := w.Client.CoreV1().Pods("default").Get(w.Ctx, plainPod, metav1.GetOptions{})
+	w.Must("getting pod", err)
 	p.Status.Phase = corev1.PodRunning
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(w.clock.Now())}}
-	_, err = w.client.CoreV1().Pods("default").UpdateStatus(w.ctx, p, metav1.UpdateOptions{})
-	w.must("reporting ready", err)
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(w.Clock.Now())}}
+	_, err = w.Client.CoreV1().Pods("default").UpdateStatus(w.Ctx, p, metav1.UpdateOptions{})
+	w.Must("reporting ready", err)
 
 	// The dedicated node's taint goes; an untolerated NoExecute taint
 	// comes on the cordoned node.
-	ded, err := w.client.CoreV1().Nodes().Get(w.ctx, "dedicated", metav1.GetOptions{})
-	w.must("getting node", err)
+	ded, err := w.Client.CoreV1().Nodes().Get(w.Ctx, "dedicated", metav1.GetOptions{})
+	w.Must("getting node", err)
 	ded.Spec.Taints = nil
-	_, err = w.client.CoreV1().Nodes().Update(w.ctx, ded, metav1.UpdateOptions{})
-	w.must("untainting", err)
-	cord, err := w.client.CoreV1().Nodes().Get(w.ctx, "cordoned", metav1.GetOptions{})
-	w.must("getting node", err)
+	_, err = w.Client.CoreV1().Nodes().Update(w.Ctx, ded, metav1.UpdateOptions{})
+	w.Must("untainting", err)
+	cord, err := w.Client.CoreV1().Nodes().Get(w.Ctx, "cordoned", metav1.GetOptions{})
+	w.Must("getting node", err)
 	cord.Spec.Taints = append(cord.Spec.Taints, corev1.Taint{Key: "example.com/evict", Effect: corev1.TaintEffectNoExecute})
-	_, err = w.client.CoreV1().Nodes().Update(w.ctx, cord, metav1.UpdateOptions{})
-	w.must("tainting", err)
+	_, err = w.Client.CoreV1().Nodes().Update(w.Ctx, cord, metav1.UpdateOptions{})
+	w.Must("tainting", err)
 
-	w.must("sync", c.Sync(w.ctx))
+	w.Must("sync", c.Sync(w.Ctx))
 	byNode = w.podsByNode()
 	if len(byNode) != 2 || len(byNode["plain"]) != 1 || len(byNode["dedicated"]) != 1 || byNode["plain"][0] != plainPod {
 		t.Fatalf("pods by node = %v, want the same pod on plain and a new one on dedicated", byNode)
@@ -155,26 +166,26 @@ func TestDaemonSetRollingUpdate(t *testing.T) {
 	c := w.controller()
 	w.addNode("a", nil)
 	w.addNode("b", nil)
-	_, err := w.client.AppsV1().DaemonSets("default").Create(w.ctx, newDS("agent"), metav1.CreateOptions{})
-	w.must("creating daemonset", err)
-	w.must("sync", c.Sync(w.ctx))
+	_, err := w.Client.AppsV1().DaemonSets("default").Create(w.Ctx, newDS("agent"), metav1.CreateOptions{})
+	w.Must("creating daemonset", err)
+	w.Must("sync", c.Sync(w.Ctx))
 	before := w.podsByNode()
 
-	ds, err := w.client.AppsV1().DaemonSets("default").Get(w.ctx, "agent", metav1.GetOptions{})
-	w.must("getting daemonset", err)
+	ds, err := w.Client.AppsV1().DaemonSets("default").Get(w.Ctx, "agent", metav1.GetOptions{})
+	w.Must("getting daemonset", err)
 	ds.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
-	ds, err = w.client.AppsV1().DaemonSets("default").Update(w.ctx, ds, metav1.UpdateOptions{})
-	w.must("updating template", err)
+	ds, err = w.Client.AppsV1().DaemonSets("default").Update(w.Ctx, ds, metav1.UpdateOptions{})
+	w.Must("updating template", err)
 	if g := ds.Annotations[appsv1.DeprecatedTemplateGeneration]; g != "2" || ds.Generation != 2 {
 		t.Fatalf("after a template change: template generation %q, generation %d; want 2 and 2", g, ds.Generation)
 	}
 	// The old pods are not Ready, so both may be replaced at once.
-	w.must("sync", c.Sync(w.ctx))
+	w.Must("sync", c.Sync(w.Ctx))
 	if got := w.podsByNode(); len(got["a"])+len(got["b"]) != 0 {
 		t.Fatalf("old pods left after the rolling pass: %v (before %v)", got, before)
 	}
-	w.must("sync", c.Sync(w.ctx))
-	after := w.pods()
+	w.Must("sync", c.Sync(w.Ctx))
+	after := w.Pods()
 	if len(after) != 2 {
 		t.Fatalf("%d pods after the roll-out, want 2", len(after))
 	}

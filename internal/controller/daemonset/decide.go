@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 
+	"knode/internal/controller/ownership"
 	dsreg "knode/internal/registry/daemonset"
 )
 
@@ -317,19 +318,15 @@ func ClaimPods(ds *appsv1.DaemonSet, pods []*corev1.Pod) Claim {
 		return c
 	}
 	for _, pod := range pods {
-		if pod.Namespace != ds.Namespace {
-			continue
-		}
-		matches := sel.Matches(labels.Set(pod.Labels))
-		ref := metav1.GetControllerOf(pod)
-		switch {
-		case ref != nil && ref.UID != ds.UID:
-		case ref != nil && !matches:
+		switch ownership.Relate(ds, sel, pod) {
+		case ownership.Stray:
 			c.Release = append(c.Release, pod)
-		case ref != nil:
+		case ownership.Owned:
 			c.Add(pod)
-		case matches && pod.DeletionTimestamp == nil:
-			c.Adopt = append(c.Adopt, pod)
+		case ownership.Orphan:
+			if pod.DeletionTimestamp == nil {
+				c.Adopt = append(c.Adopt, pod)
+			}
 		}
 	}
 	for _, pods := range c.ByNode {

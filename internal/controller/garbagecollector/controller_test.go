@@ -1,6 +1,7 @@
 package garbagecollector_test
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,23 +11,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"knode/internal/apitest"
 	"knode/internal/controller/garbagecollector"
 	"knode/internal/controller/replicaset"
 )
 
+var quiet = slog.New(slog.DiscardHandler)
+
+// world is apitest's World with this package's helpers as methods.
+type world struct{ *apitest.World }
+
+func newWorld(t *testing.T) *world {
+	return &world{apitest.NewWorld(t, apitest.Options{})}
+}
+
 func (w *world) collector() *garbagecollector.Collector {
-	w.t.Helper()
-	g, err := garbagecollector.New(garbagecollector.Config{Client: w.client, Clock: w.clock, Logger: quiet})
-	w.must("building the collector", err)
+	w.T.Helper()
+	g, err := garbagecollector.New(garbagecollector.Config{Client: w.Client, Clock: w.Clock, Logger: quiet})
+	w.Must("building the collector", err)
 	return g
 }
 
 // runReplicaSet creates a ReplicaSet and lets the ReplicaSet controller
 // create its pods.
 func (w *world) runReplicaSet(name string, n int32, finalizers ...string) *appsv1.ReplicaSet {
-	w.t.Helper()
+	w.T.Helper()
 	labels := map[string]string{"app": name}
-	rs, err := w.client.AppsV1().ReplicaSets("default").Create(w.ctx, &appsv1.ReplicaSet{
+	rs, err := w.Client.AppsV1().ReplicaSets("default").Create(w.Ctx, &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Finalizers: finalizers},
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas: ptr.To(n),
@@ -37,16 +48,16 @@ func (w *world) runReplicaSet(name string, n int32, finalizers ...string) *appsv
 			},
 		},
 	}, metav1.CreateOptions{})
-	w.must("creating replicaset", err)
-	c, err := replicaset.New(replicaset.Config{Client: w.client, Clock: w.clock, Logger: quiet})
-	w.must("building the replicaset controller", err)
-	w.must("replicaset sync", c.Sync(w.ctx))
+	w.Must("creating replicaset", err)
+	c, err := replicaset.New(replicaset.Config{Client: w.Client, Clock: w.Clock, Logger: quiet})
+	w.Must("building the replicaset controller", err)
+	w.Must("replicaset sync", c.Sync(w.Ctx))
 	return rs
 }
 
 // ownedBy counts the pods that name owner among their owners.
 func (w *world) ownedBy(owner *appsv1.ReplicaSet) (owning, all int) {
-	for _, p := range w.pods() {
+	for _, p := range w.Pods() {
 		all++
 		for _, r := range p.OwnerReferences {
 			if r.UID == owner.UID {
@@ -64,13 +75,13 @@ func TestDeletingOwnerDeletesPods(t *testing.T) {
 	g := w.collector()
 	web := w.runReplicaSet("web", 3)
 	db := w.runReplicaSet("db", 2)
-	w.must("gc sync", g.Sync(w.ctx))
-	if n := len(w.pods()); n != 5 {
+	w.Must("gc sync", g.Sync(w.Ctx))
+	if n := len(w.Pods()); n != 5 {
 		t.Fatalf("%d pods before any deletion; the collector deleted live pods", n)
 	}
 
-	w.must("deleting replicaset", w.client.AppsV1().ReplicaSets("default").Delete(w.ctx, "web", metav1.DeleteOptions{}))
-	w.must("gc sync", g.Sync(w.ctx))
+	w.Must("deleting replicaset", w.Client.AppsV1().ReplicaSets("default").Delete(w.Ctx, "web", metav1.DeleteOptions{}))
+	w.Must("gc sync", g.Sync(w.Ctx))
 	if owning, all := w.ownedBy(web); owning != 0 || all != 2 {
 		t.Errorf("after deleting web: %d of its pods left, %d pods in all; want 0 and 2", owning, all)
 	}
@@ -85,7 +96,7 @@ func TestDanglingReferenceIsTrimmed(t *testing.T) {
 	w := newWorld(t)
 	g := w.collector()
 	w.runReplicaSet("web", 1)
-	keeper, err := w.client.AppsV1().ReplicaSets("default").Create(w.ctx, &appsv1.ReplicaSet{
+	keeper, err := w.Client.AppsV1().ReplicaSets("default").Create(w.Ctx, &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "keeper", Namespace: "default"},
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas: ptr.To[int32](0),
@@ -96,16 +107,16 @@ func TestDanglingReferenceIsTrimmed(t *testing.T) {
 			},
 		},
 	}, metav1.CreateOptions{})
-	w.must("creating keeper", err)
-	pod := w.pods()[0]
+	w.Must("creating keeper", err)
+	pod := w.Pods()[0]
 	pod.OwnerReferences = append(pod.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "keeper", UID: keeper.UID})
-	_, err = w.client.CoreV1().Pods("default").Update(w.ctx, &pod, metav1.UpdateOptions{})
-	w.must("adding a second owner", err)
+	_, err = w.Client.CoreV1().Pods("default").Update(w.Ctx, &pod, metav1.UpdateOptions{})
+	w.Must("adding a second owner", err)
 
-	w.must("deleting replicaset", w.client.AppsV1().ReplicaSets("default").Delete(w.ctx, "web", metav1.DeleteOptions{}))
-	w.must("gc sync", g.Sync(w.ctx))
-	got, err := w.client.CoreV1().Pods("default").Get(w.ctx, pod.Name, metav1.GetOptions{})
-	w.must("getting pod", err)
+	w.Must("deleting replicaset", w.Client.AppsV1().ReplicaSets("default").Delete(w.Ctx, "web", metav1.DeleteOptions{}))
+	w.Must("gc sync", g.Sync(w.Ctx))
+	got, err := w.Client.CoreV1().Pods("default").Get(w.Ctx, pod.Name, metav1.GetOptions{})
+	w.Must("getting pod", err)
 	var owners []string
 	for _, r := range got.OwnerReferences {
 		owners = append(owners, r.Name)
@@ -121,13 +132,13 @@ func TestOrphanFinalizer(t *testing.T) {
 	w := newWorld(t)
 	g := w.collector()
 	web := w.runReplicaSet("web", 2, metav1.FinalizerOrphanDependents)
-	w.must("deleting replicaset", w.client.AppsV1().ReplicaSets("default").Delete(w.ctx, "web", metav1.DeleteOptions{}))
-	w.must("gc sync", g.Sync(w.ctx))
+	w.Must("deleting replicaset", w.Client.AppsV1().ReplicaSets("default").Delete(w.Ctx, "web", metav1.DeleteOptions{}))
+	w.Must("gc sync", g.Sync(w.Ctx))
 	if owning, all := w.ownedBy(web); owning != 0 || all != 2 {
 		t.Errorf("%d pods still name web, %d pods in all; want 0 and 2", owning, all)
 	}
-	w.must("gc sync", g.Sync(w.ctx))
-	if _, err := w.client.AppsV1().ReplicaSets("default").Get(w.ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	w.Must("gc sync", g.Sync(w.Ctx))
+	if _, err := w.Client.AppsV1().ReplicaSets("default").Get(w.Ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("orphaning owner still there: %v", err)
 	}
 }
@@ -138,18 +149,18 @@ func TestForegroundFinalizer(t *testing.T) {
 	w := newWorld(t)
 	g := w.collector()
 	w.runReplicaSet("web", 2, metav1.FinalizerDeleteDependents)
-	w.must("deleting replicaset", w.client.AppsV1().ReplicaSets("default").Delete(w.ctx, "web", metav1.DeleteOptions{}))
-	rs, err := w.client.AppsV1().ReplicaSets("default").Get(w.ctx, "web", metav1.GetOptions{})
-	w.must("the owner waits for its finalizer", err)
+	w.Must("deleting replicaset", w.Client.AppsV1().ReplicaSets("default").Delete(w.Ctx, "web", metav1.DeleteOptions{}))
+	rs, err := w.Client.AppsV1().ReplicaSets("default").Get(w.Ctx, "web", metav1.GetOptions{})
+	w.Must("the owner waits for its finalizer", err)
 	if rs.DeletionTimestamp == nil {
 		t.Fatal("owner not marked for deletion")
 	}
-	w.must("gc sync", g.Sync(w.ctx))
-	if n := len(w.pods()); n != 0 {
+	w.Must("gc sync", g.Sync(w.Ctx))
+	if n := len(w.Pods()); n != 0 {
 		t.Errorf("%d pods left, want 0", n)
 	}
-	w.must("gc sync", g.Sync(w.ctx))
-	if _, err := w.client.AppsV1().ReplicaSets("default").Get(w.ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	w.Must("gc sync", g.Sync(w.Ctx))
+	if _, err := w.Client.AppsV1().ReplicaSets("default").Get(w.Ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("foreground owner still there: %v", err)
 	}
 }

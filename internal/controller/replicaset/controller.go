@@ -44,7 +44,6 @@ package replicaset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,11 +55,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"knode/internal/controller/ownership"
 )
 
 // Name is the controller's name and event source.
@@ -165,27 +165,9 @@ func (c *Controller) Sync(ctx context.Context) error {
 // pods are replaced in pods, so a later ReplicaSet of the pass sees them
 // owned.
 func (c *Controller) syncOne(ctx context.Context, rs *appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) (time.Time, error) {
-	var errs []error
 	claim := ClaimPods(rs, pods)
-	owned := claim.Owned
-	for _, p := range claim.Adopt {
-		adopted, err := c.patchOwner(ctx, p, adoptPatch(rs))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("adopting pod %s/%s: %w", p.Namespace, p.Name, err))
-			continue
-		}
-		for i := range pods {
-			if pods[i] == p {
-				pods[i] = adopted
-			}
-		}
-		owned = append(owned, adopted)
-	}
-	for _, p := range claim.Release {
-		if _, err := c.patchOwner(ctx, p, releasePatch(rs.UID)); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("releasing pod %s/%s: %w", p.Namespace, p.Name, err))
-		}
-	}
+	adopted, errs := ownership.Settle(ctx, c.cfg.Client.CoreV1(), rs, controllerKind, claim.Adopt, claim.Release, pods)
+	owned := append(claim.Owned, adopted...)
 
 	var manageErr error
 	creating := false
@@ -237,26 +219,6 @@ func (c *Controller) syncOne(ctx context.Context, rs *appsv1.ReplicaSet, pods []
 		}
 	}
 	return next, errors.Join(errs...)
-}
-
-// adoptPatch adds rs as the controller of a pod (strategic merge: the
-// reference list merges on uid).
-func adoptPatch(rs *appsv1.ReplicaSet) []byte {
-	ref := metav1.NewControllerRef(rs, controllerKind)
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []any{ref}}})
-	return b
-}
-
-// releasePatch removes the reference to owner uid from a pod.
-func releasePatch(uid types.UID) []byte {
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"ownerReferences": []any{map[string]any{"$patch": "delete", "uid": uid}},
-	}})
-	return b
-}
-
-func (c *Controller) patchOwner(ctx context.Context, p *corev1.Pod, patch []byte) (*corev1.Pod, error) {
-	return c.cfg.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 }
 
 // record writes one event about rs; a failure is only logged.

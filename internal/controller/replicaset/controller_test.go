@@ -2,6 +2,7 @@ package replicaset_test
 
 import (
 	"context"
+	"log/slog"
 	"sort"
 	"strings"
 	"testing"
@@ -14,8 +15,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"knode/internal/apitest"
 	"knode/internal/controller/replicaset"
 )
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// world is apitest's World with this package's helpers as methods.
+type world struct{ *apitest.World }
+
+func newWorld(t *testing.T) *world {
+	return &world{apitest.NewWorld(t, apitest.Options{})}
+}
 
 func newRS(name string, replicas int32) *appsv1.ReplicaSet {
 	labels := map[string]string{"app": name}
@@ -33,16 +44,16 @@ func newRS(name string, replicas int32) *appsv1.ReplicaSet {
 }
 
 func (w *world) controller() *replicaset.Controller {
-	w.t.Helper()
-	c, err := replicaset.New(replicaset.Config{Client: w.client, Clock: w.clock, Logger: quiet})
-	w.must("building the controller", err)
+	w.T.Helper()
+	c, err := replicaset.New(replicaset.Config{Client: w.Client, Clock: w.Clock, Logger: quiet})
+	w.Must("building the controller", err)
 	return c
 }
 
 func (w *world) rs(name string) *appsv1.ReplicaSet {
-	w.t.Helper()
-	rs, err := w.client.AppsV1().ReplicaSets("default").Get(w.ctx, name, metav1.GetOptions{})
-	w.must("getting replicaset", err)
+	w.T.Helper()
+	rs, err := w.Client.AppsV1().ReplicaSets("default").Get(w.Ctx, name, metav1.GetOptions{})
+	w.Must("getting replicaset", err)
 	return rs
 }
 
@@ -60,11 +71,11 @@ func names(pods []corev1.Pod) []string {
 func TestReplicaSetKeepsItsReplicas(t *testing.T) {
 	w := newWorld(t)
 	c := w.controller()
-	created, err := w.client.AppsV1().ReplicaSets("default").Create(w.ctx, newRS("web", 4), metav1.CreateOptions{})
-	w.must("creating replicaset", err)
-	w.must("sync", c.Sync(w.ctx))
+	created, err := w.Client.AppsV1().ReplicaSets("default").Create(w.Ctx, newRS("web", 4), metav1.CreateOptions{})
+	w.Must("creating replicaset", err)
+	w.Must("sync", c.Sync(w.Ctx))
 
-	pods := w.pods()
+	pods := w.Pods()
 	if len(pods) != 4 {
 		t.Fatalf("%d pods after the first pass, want 4", len(pods))
 	}
@@ -84,9 +95,9 @@ func TestReplicaSetKeepsItsReplicas(t *testing.T) {
 	}
 
 	// A deleted pod comes back.
-	w.must("deleting a pod", w.client.CoreV1().Pods("default").Delete(w.ctx, pods[0].Name, metav1.DeleteOptions{}))
-	w.must("sync", c.Sync(w.ctx))
-	again := w.pods()
+	w.Must("deleting a pod", w.Client.CoreV1().Pods("default").Delete(w.Ctx, pods[0].Name, metav1.DeleteOptions{}))
+	w.Must("sync", c.Sync(w.Ctx))
+	again := w.Pods()
 	if len(again) != 4 {
 		t.Fatalf("%d pods after a deletion, want 4", len(again))
 	}
@@ -97,14 +108,14 @@ func TestReplicaSetKeepsItsReplicas(t *testing.T) {
 	}
 
 	// Two pods Ready; scaling to 2 keeps exactly those.
-	w.setReady(again[1].Name, true)
-	w.setReady(again[3].Name, true)
+	w.SetReady(again[1].Name, true)
+	w.SetReady(again[3].Name, true)
 	rs := w.rs("web")
 	rs.Spec.Replicas = ptr.To[int32](2)
-	_, err = w.client.AppsV1().ReplicaSets("default").Update(w.ctx, rs, metav1.UpdateOptions{})
-	w.must("scaling down", err)
-	w.must("sync", c.Sync(w.ctx))
-	if diff := cmp.Diff(names([]corev1.Pod{again[1], again[3]}), names(w.pods())); diff != "" {
+	_, err = w.Client.AppsV1().ReplicaSets("default").Update(w.Ctx, rs, metav1.UpdateOptions{})
+	w.Must("scaling down", err)
+	w.Must("sync", c.Sync(w.Ctx))
+	if diff := cmp.Diff(names([]corev1.Pod{again[1], again[3]}), names(w.Pods())); diff != "" {
 		t.Errorf("pods kept (-want +got):\n%s", diff)
 	}
 	st = w.rs("web").Status
@@ -123,33 +134,33 @@ func TestReplicaSetAdoptsAndReleases(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "default", Labels: map[string]string{"app": "web"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}
-	_, err := w.client.CoreV1().Pods("default").Create(w.ctx, orphan, metav1.CreateOptions{})
-	w.must("creating the orphan", err)
-	created, err := w.client.AppsV1().ReplicaSets("default").Create(w.ctx, newRS("web", 2), metav1.CreateOptions{})
-	w.must("creating replicaset", err)
-	w.must("sync", c.Sync(w.ctx))
+	_, err := w.Client.CoreV1().Pods("default").Create(w.Ctx, orphan, metav1.CreateOptions{})
+	w.Must("creating the orphan", err)
+	created, err := w.Client.AppsV1().ReplicaSets("default").Create(w.Ctx, newRS("web", 2), metav1.CreateOptions{})
+	w.Must("creating replicaset", err)
+	w.Must("sync", c.Sync(w.Ctx))
 
-	pods := w.pods()
+	pods := w.Pods()
 	if len(pods) != 2 {
 		t.Fatalf("%d pods, want 2 (the orphan and one new)", len(pods))
 	}
-	stray, err := w.client.CoreV1().Pods("default").Get(w.ctx, "stray", metav1.GetOptions{})
-	w.must("getting the orphan", err)
+	stray, err := w.Client.CoreV1().Pods("default").Get(w.Ctx, "stray", metav1.GetOptions{})
+	w.Must("getting the orphan", err)
 	if ref := metav1.GetControllerOf(stray); ref == nil || ref.UID != created.UID {
 		t.Fatalf("orphan's controller = %+v, want the ReplicaSet", ref)
 	}
 
 	stray.Labels = map[string]string{"app": "other"}
-	_, err = w.client.CoreV1().Pods("default").Update(w.ctx, stray, metav1.UpdateOptions{})
-	w.must("relabelling", err)
-	w.must("sync", c.Sync(w.ctx))
-	stray, err = w.client.CoreV1().Pods("default").Get(w.ctx, "stray", metav1.GetOptions{})
-	w.must("getting the released pod", err)
+	_, err = w.Client.CoreV1().Pods("default").Update(w.Ctx, stray, metav1.UpdateOptions{})
+	w.Must("relabelling", err)
+	w.Must("sync", c.Sync(w.Ctx))
+	stray, err = w.Client.CoreV1().Pods("default").Get(w.Ctx, "stray", metav1.GetOptions{})
+	w.Must("getting the released pod", err)
 	if len(stray.OwnerReferences) != 0 {
 		t.Errorf("released pod keeps owner references %+v", stray.OwnerReferences)
 	}
 	owned := 0
-	for _, p := range w.pods() {
+	for _, p := range w.Pods() {
 		if metav1.IsControlledBy(&p, created) {
 			owned++
 		}
@@ -168,17 +179,17 @@ func TestReplicaSetReportsFailedCreate(t *testing.T) {
 	// A template the pod rules accept but whose pods the namespace refuses:
 	// the namespace does not exist yet.
 	rs.Namespace = "later"
-	_, err := w.client.CoreV1().Namespaces().Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{})
-	w.must("creating namespace", err)
-	_, err = w.client.AppsV1().ReplicaSets("later").Create(w.ctx, rs, metav1.CreateOptions{})
-	w.must("creating replicaset", err)
+	_, err := w.Client.CoreV1().Namespaces().Create(w.Ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{})
+	w.Must("creating namespace", err)
+	_, err = w.Client.AppsV1().ReplicaSets("later").Create(w.Ctx, rs, metav1.CreateOptions{})
+	w.Must("creating replicaset", err)
 	// Terminate the namespace: creates in it are refused.
-	w.must("deleting namespace", w.client.CoreV1().Namespaces().Delete(w.ctx, "later", metav1.DeleteOptions{}))
-	if err := c.Sync(w.ctx); err == nil {
+	w.Must("deleting namespace", w.Client.CoreV1().Namespaces().Delete(w.Ctx, "later", metav1.DeleteOptions{}))
+	if err := c.Sync(w.Ctx); err == nil {
 		t.Fatal("Sync succeeded although the pod could not be created")
 	}
-	got, err := w.client.AppsV1().ReplicaSets("later").Get(w.ctx, "web", metav1.GetOptions{})
-	w.must("getting replicaset", err)
+	got, err := w.Client.AppsV1().ReplicaSets("later").Get(w.Ctx, "web", metav1.GetOptions{})
+	w.Must("getting replicaset", err)
 	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != appsv1.ReplicaSetReplicaFailure ||
 		got.Status.Conditions[0].Reason != "FailedCreate" {
 		t.Fatalf("conditions = %+v, want ReplicaFailure/FailedCreate", got.Status.Conditions)
@@ -189,7 +200,7 @@ func TestReplicaSetReportsFailedCreate(t *testing.T) {
 func TestRunReplacesDeletedPods(t *testing.T) {
 	w := newWorld(t)
 	c := w.controller()
-	ctx, cancel := context.WithCancel(w.ctx)
+	ctx, cancel := context.WithCancel(w.Ctx)
 	done := make(chan struct{})
 	go func() {
 		c.Run(ctx)
@@ -199,22 +210,22 @@ func TestRunReplacesDeletedPods(t *testing.T) {
 		cancel()
 		<-done
 	})
-	_, err := w.client.AppsV1().ReplicaSets("default").Create(w.ctx, newRS("web", 3), metav1.CreateOptions{})
-	w.must("creating replicaset", err)
+	_, err := w.Client.AppsV1().ReplicaSets("default").Create(w.Ctx, newRS("web", 3), metav1.CreateOptions{})
+	w.Must("creating replicaset", err)
 	waitPods := func(n int) []corev1.Pod {
 		var pods []corev1.Pod
-		err := wait.PollUntilContextTimeout(w.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			pods = w.pods()
+		err := wait.PollUntilContextTimeout(w.Ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			pods = w.Pods()
 			return len(pods) == n, nil
 		})
-		w.must("waiting for pods", err)
+		w.Must("waiting for pods", err)
 		return pods
 	}
 	pods := waitPods(3)
-	w.must("deleting a pod", w.client.CoreV1().Pods("default").Delete(w.ctx, pods[0].Name, metav1.DeleteOptions{}))
-	err = wait.PollUntilContextTimeout(w.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		now := w.pods()
+	w.Must("deleting a pod", w.Client.CoreV1().Pods("default").Delete(w.Ctx, pods[0].Name, metav1.DeleteOptions{}))
+	err = wait.PollUntilContextTimeout(w.Ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		now := w.Pods()
 		return len(now) == 3 && !strings.Contains(strings.Join(names(now), ","), pods[0].Name), nil
 	})
-	w.must("waiting for the replacement", err)
+	w.Must("waiting for the replacement", err)
 }

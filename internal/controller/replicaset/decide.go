@@ -12,6 +12,8 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"knode/internal/controller/ownership"
 )
 
 // BurstReplicas caps the pods one pass creates or deletes for one
@@ -46,24 +48,21 @@ func ClaimPods(rs *appsv1.ReplicaSet, pods []*corev1.Pod) Claim {
 	}
 	deleting := rs.DeletionTimestamp != nil
 	for _, pod := range pods {
-		if pod.Namespace != rs.Namespace {
-			continue
-		}
-		matches := sel.Matches(labels.Set(pod.Labels))
-		ref := metav1.GetControllerOf(pod)
-		switch {
-		case ref != nil && ref.UID != rs.UID:
-			// Another controller's.
-		case ref != nil && !matches:
+		switch ownership.Relate(rs, sel, pod) {
+		case ownership.Stray:
 			if !deleting && active(pod) {
 				c.Release = append(c.Release, pod)
 			}
-		case ref != nil && terminating(pod):
-			c.Terminating++
-		case ref != nil && active(pod):
-			c.Owned = append(c.Owned, pod)
-		case ref == nil && matches && !deleting && active(pod):
-			c.Adopt = append(c.Adopt, pod)
+		case ownership.Owned:
+			if terminating(pod) {
+				c.Terminating++
+			} else if active(pod) {
+				c.Owned = append(c.Owned, pod)
+			}
+		case ownership.Orphan:
+			if !deleting && active(pod) {
+				c.Adopt = append(c.Adopt, pod)
+			}
 		}
 	}
 	return c
