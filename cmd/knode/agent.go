@@ -16,6 +16,8 @@ import (
 	"knode/internal/agent"
 	"knode/internal/agent/host/linux"
 	"knode/internal/agent/options"
+	podruntime "knode/internal/agent/runtime"
+	"knode/internal/agent/runtime/process"
 	"knode/internal/server"
 	"knode/internal/version"
 )
@@ -33,6 +35,7 @@ func agentClientSettings(cfg *rest.Config) *rest.Config {
 func newAgentCommand() *cobra.Command {
 	var o options.Options
 	var verbose bool
+	var runtimeName string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent for this machine: register the Node, report its status, renew its Lease",
@@ -49,16 +52,23 @@ func newAgentCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--kubeconfig: %w", err)
 			}
-			return runAgent(cmd.Context(), agentClientSettings(restCfg), settings, logger(verbose), nil)
+			return runAgent(cmd.Context(), agentClientSettings(restCfg), settings, runtimeName, logger(verbose), nil)
 		},
 	}
 	o.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	cmd.Flags().StringVar(&runtimeName, "runtime", runtimeProcess, `how pods run: "process" (each container a process on this machine) or "none" (register and report only)`)
 	return cmd
 }
 
+// Pod runtimes `knode agent --runtime` offers.
+const (
+	runtimeProcess = "process"
+	runtimeNone    = "none"
+)
+
 // runAgent runs an agent with settings until ctx ends.
-func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, log *slog.Logger, onReady func(*corev1.Node)) error {
+func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, runtimeName string, log *slog.Logger, onReady func(*corev1.Node)) error {
 	h := linux.New(linux.Config{})
 	name, err := agent.NodeName(s.HostnameOverride, h)
 	if err != nil {
@@ -70,6 +80,19 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, log
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
+	}
+	var rt podruntime.Runtime
+	switch runtimeName {
+	case runtimeProcess:
+		p, err := process.New(process.Config{RootDir: s.RootDir, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer p.KillAll()
+		rt = p
+	case runtimeNone:
+	default:
+		return fmt.Errorf("--runtime %q: supported values: %q, %q", runtimeName, runtimeProcess, runtimeNone)
 	}
 	a, err := agent.New(agent.Config{
 		Client:                    client,
@@ -84,6 +107,7 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, log
 		NodeLeaseDurationSeconds:  s.NodeLeaseDurationSeconds,
 		Host:                      h,
 		RootDir:                   s.RootDir,
+		Runtime:                   rt,
 		OnReady:                   onReady,
 		Logger:                    log,
 	})

@@ -220,7 +220,7 @@ func newUpCommand() *cobra.Command {
 					fmt.Printf("kubeconfig: %s\n", s.KubeconfigPath)
 					fmt.Printf("try: kubectl --kubeconfig %s get nodes\n", s.KubeconfigPath)
 				}
-				go func() { agentErr <- runAgent(ctx, restCfg, settings, log, onNodeReady) }()
+				go func() { agentErr <- runAgent(ctx, restCfg, settings, runtimeProcess, log, onNodeReady) }()
 			}
 			serverErr := make(chan error, 1)
 			go func() { serverErr <- server.Run(ctx, cfg) }()

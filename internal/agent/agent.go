@@ -7,7 +7,8 @@
 // synchronous steps Run loops over; tests and the simulator call them
 // directly. Every wait goes through Config.Clock.
 //
-// Not here yet: running pods, graceful shutdown, swap and topology.
+// With a Runtime it also runs the pods bound to its node (package pods).
+// Not here yet: graceful shutdown, swap and topology.
 package agent
 
 import (
@@ -32,6 +33,8 @@ import (
 	"knode/internal/agent/host"
 	"knode/internal/agent/lease"
 	"knode/internal/agent/nodestatus"
+	"knode/internal/agent/pods"
+	podruntime "knode/internal/agent/runtime"
 	"knode/internal/agent/statusreport"
 )
 
@@ -83,6 +86,9 @@ type Config struct {
 	Clock clock.WithTicker
 	// Rand supplies jitter in [0,1); nil means math/rand.
 	Rand func() float64
+	// Runtime runs the pods bound to the node; nil runs none (the agent
+	// then only registers, reports and renews).
+	Runtime podruntime.Runtime
 	// OnReady is called once, the first time the posted status says Ready.
 	OnReady func(*corev1.Node)
 	Logger  *slog.Logger
@@ -213,13 +219,26 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Warn("first lease renewal failed", "err", err)
 		}
 	}
-	var renewing sync.WaitGroup
-	renewing.Add(1)
+	var running sync.WaitGroup
+	running.Add(1)
 	go func() {
-		defer renewing.Done()
+		defer running.Done()
 		a.renewer.Run(ctx)
 	}()
-	defer renewing.Wait()
+	if a.cfg.Runtime != nil {
+		worker, err := pods.New(pods.Config{Client: a.cfg.Client, NodeName: a.cfg.NodeName, Runtime: a.cfg.Runtime, Clock: a.cfg.Clock, Logger: a.log})
+		if err != nil {
+			return err
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			if err := worker.Run(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("pod worker stopped", "err", err)
+			}
+		}()
+	}
+	defer running.Wait()
 	ticker := a.cfg.Clock.NewTicker(a.cfg.NodeStatusUpdateFrequency)
 	defer ticker.Stop()
 	for {

@@ -26,6 +26,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -161,6 +162,31 @@ func (s *Server) Get(ctx context.Context, gvr schema.GroupVersionResource, names
 		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 	}
 	return st.Get(ctx, namespace, name)
+}
+
+// List reads a collection (namespace "" for all), bypassing authorization
+// and admission, for the server's own rules.
+func (s *Server) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]runtime.Object, error) {
+	st, ok := s.stores[gvr]
+	if !ok {
+		return nil, apierrors.NewNotFound(gvr.GroupResource(), "")
+	}
+	res, err := st.List(ctx, namespace, storage.ListOptions{}, nil)
+	return res.items, err
+}
+
+// Create stores a new object as the server itself, bypassing
+// authorization and admission (for built-in objects created at start).
+func (s *Server) Create(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object) (runtime.Object, error) {
+	st, ok := s.stores[gvr]
+	if !ok {
+		return nil, apierrors.NewNotFound(gvr.GroupResource(), "")
+	}
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	return st.Create(ctx, accessor.GetNamespace(), obj, createOptions{})
 }
 
 // ServeHTTP handles one request. It never panics: a panic in a handler is

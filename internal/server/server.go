@@ -27,27 +27,39 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"knode/internal/admission/defaulttolerationseconds"
 	"knode/internal/admission/noderestriction"
+	"knode/internal/admission/priority"
 	"knode/internal/apiserver"
 	"knode/internal/auth"
 	"knode/internal/cloudprovider"
 	"knode/internal/controller/cloudnode"
+	"knode/internal/controller/daemonset"
+	"knode/internal/controller/disruption"
+	"knode/internal/controller/garbagecollector"
 	"knode/internal/controller/namespace"
 	"knode/internal/controller/nodeipam"
 	"knode/internal/controller/nodelifecycle"
+	"knode/internal/controller/replicaset"
 	"knode/internal/controller/tainteviction"
 	"knode/internal/openapi"
 	"knode/internal/registry"
+	dsreg "knode/internal/registry/daemonset"
 	eventreg "knode/internal/registry/event"
 	leasereg "knode/internal/registry/lease"
 	nsreg "knode/internal/registry/namespace"
 	nodereg "knode/internal/registry/node"
 	podreg "knode/internal/registry/pod"
+	pdbreg "knode/internal/registry/poddisruptionbudget"
+	pcreg "knode/internal/registry/priorityclass"
+	rsreg "knode/internal/registry/replicaset"
+	"knode/internal/scheduler"
 	"knode/internal/storage"
 	"knode/internal/storage/etcd"
 	"knode/internal/version"
@@ -111,7 +123,10 @@ type Server struct {
 
 // Kinds are the resources this release serves.
 func Kinds() []registry.Kind {
-	return []registry.Kind{nsreg.Kind(), nodereg.Kind(), podreg.Kind(), eventreg.Kind(), leasereg.Kind()}
+	return []registry.Kind{
+		nsreg.Kind(), nodereg.Kind(), podreg.Kind(), eventreg.Kind(), leasereg.Kind(),
+		rsreg.Kind(), dsreg.Kind(), pdbreg.Kind(), pcreg.Kind(),
+	}
 }
 
 func (c *Config) setDefaults() error {
@@ -187,6 +202,29 @@ func Run(ctx context.Context, cfg Config) error {
 	// The node rules look objects up through the API server built below.
 	var api *apiserver.Server
 	authz, nodeRestriction := NodeAccess(func() *apiserver.Server { return api })
+	priorityAdmission, err := priority.New(priority.Config{
+		Get: func(ctx context.Context, name string) (*schedulingv1.PriorityClass, error) {
+			obj, err := api.Get(ctx, schedulingv1.SchemeGroupVersion.WithResource("priorityclasses"), "", name)
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*schedulingv1.PriorityClass), nil
+		},
+		List: func(ctx context.Context) ([]schedulingv1.PriorityClass, error) {
+			objs, err := api.List(ctx, schedulingv1.SchemeGroupVersion.WithResource("priorityclasses"), "")
+			if err != nil {
+				return nil, err
+			}
+			out := make([]schedulingv1.PriorityClass, 0, len(objs))
+			for _, o := range objs {
+				out = append(out, *o.(*schedulingv1.PriorityClass))
+			}
+			return out, nil
+		},
+	})
+	if err != nil {
+		return err
+	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err = apiserver.New(apiserver.Config{
@@ -196,6 +234,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Authorizer:    authz,
 		Admission: []apiserver.Admitter{
 			nodeRestriction,
+			priorityAdmission,
 			defaulttolerationseconds.New(defaulttolerationseconds.Config{
 				NotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 				UnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
@@ -218,6 +257,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := api.EnsureNamespaces(ctx); err != nil {
 		return err
+	}
+	for _, pc := range pcreg.System() {
+		if _, err := api.Create(ctx, schedulingv1.SchemeGroupVersion.WithResource("priorityclasses"), pc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating PriorityClass %s: %w", pc.Name, err)
+		}
 	}
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.SecurePort)))
@@ -269,6 +313,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	go taintEviction.Run(ctx)
+	if err := startWorkloads(ctx, loopbackClient, cfg, log); err != nil {
+		return err
+	}
 	nlcCfg := cfg.NodeLifecycle
 	nlcCfg.Client, nlcCfg.Clock, nlcCfg.Registerer, nlcCfg.Logger = loopbackClient, cfg.Clock, metrics, log
 	nlcCfg.NodeMonitorPeriod = cfg.NodeMonitorPeriod
@@ -355,6 +402,36 @@ func NodeAccess(api func() *apiserver.Server) (auth.Authorizer, apiserver.Admitt
 	}
 	authz := append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{Pods: pods})), auth.DiscoveryAuthorizer{})
 	return authz, noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes})
+}
+
+// startWorkloads runs the scheduler and the workload controllers.
+func startWorkloads(ctx context.Context, client kubernetes.Interface, cfg Config, log *slog.Logger) error {
+	sched, err := scheduler.New(scheduler.Config{Client: client, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	go sched.Run(ctx)
+	rs, err := replicaset.New(replicaset.Config{Client: client, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	go rs.Run(ctx)
+	ds, err := daemonset.New(daemonset.Config{Client: client, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	go ds.Run(ctx)
+	dc, err := disruption.New(disruption.Config{Client: client, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	go dc.Run(ctx)
+	gc, err := garbagecollector.New(garbagecollector.Config{Client: client, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	go gc.Run(ctx)
+	return nil
 }
 
 // LoopbackConfig is a client config with full access, for components that
