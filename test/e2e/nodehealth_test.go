@@ -14,8 +14,9 @@ import (
 )
 
 // startAgent runs `knode agent` for node name with its own identity and a
-// 4 s Lease (renewed every second), and returns it running.
-func startAgent(t *testing.T, s *server, name, rootDir string) *process {
+// 4 s Lease (renewed every second), and returns it running; extra flags
+// are passed on.
+func startAgent(t *testing.T, s *server, name, rootDir string, extra ...string) *process {
 	t.Helper()
 	var kubeconfig bytes.Buffer
 	cmd := exec.Command(knodeBinary, "kubeconfig", "--data-dir", s.DataDir, "--node", name)
@@ -25,7 +26,7 @@ func startAgent(t *testing.T, s *server, name, rootDir string) *process {
 	}
 	kc := writeFile(t, name+".kubeconfig", kubeconfig.String())
 	cfg := writeFile(t, name+"-config.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeLeaseDurationSeconds: 4\n")
-	p := startProcess(t, "agent", "--kubeconfig", kc, "--root-dir", rootDir, "--hostname-override", name, "--config", cfg)
+	p := startProcess(t, append([]string{"agent", "--kubeconfig", kc, "--root-dir", rootDir, "--hostname-override", name, "--config", cfg}, extra...)...)
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
@@ -65,9 +66,11 @@ func TestNodeHealth(t *testing.T) {
 	}})
 	client := s.Clientset(t)
 	ctx := context.Background()
+	// The agents only register, report and renew: this test sets its pods'
+	// status itself, as an agent running them would.
 	rootA := t.TempDir()
-	agentA := startAgent(t, s, "node-a", rootA)
-	startAgent(t, s, "node-b", t.TempDir())
+	agentA := startAgent(t, s, "node-a", rootA, "--runtime=none")
+	startAgent(t, s, "node-b", t.TempDir(), "--runtime=none")
 
 	getNode := func(name string) *corev1.Node {
 		t.Helper()
@@ -189,7 +192,7 @@ func TestNodeHealth(t *testing.T) {
 	}
 
 	// The agent comes back: Ready again, taints removed.
-	startAgent(t, s, "node-a", rootA)
+	startAgent(t, s, "node-a", rootA, "--runtime=none")
 	eventually(t, "node-a Ready and untainted", 20*time.Second, 100*time.Millisecond, func() (bool, string) {
 		n := getNode("node-a")
 		status, _ := nodeReady(n)
