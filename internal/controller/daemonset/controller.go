@@ -67,6 +67,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"knode/internal/controller/events"
+	"knode/internal/controller/loop"
 	"knode/internal/controller/ownership"
 )
 
@@ -108,7 +110,7 @@ type Controller struct {
 	mu      sync.Mutex
 	next    time.Time
 	backoff map[string]backoff // by "<ds uid>/<node>"
-	events  int64
+	rec     *events.Recorder
 }
 
 type backoff struct {
@@ -133,7 +135,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Controller{cfg: cfg, log: cfg.Logger.With("controller", Name), backoff: map[string]backoff{}}, nil
+	log := cfg.Logger.With("controller", Name)
+	rec := &events.Recorder{Client: cfg.Client.CoreV1(), Source: Name, Logger: log}
+	return &Controller{cfg: cfg, log: log, backoff: map[string]backoff{}, rec: rec}, nil
 }
 
 // Sync makes one pass over every DaemonSet at the clock's now and blocks
@@ -287,83 +291,38 @@ func (c *Controller) syncOne(ctx context.Context, ds *appsv1.DaemonSet, nodes []
 
 // record writes one event about ds; a failure is only logged.
 func (c *Controller) record(ctx context.Context, ds *appsv1.DaemonSet, typ, reason, msg string, now time.Time) {
-	c.events++
-	t := metav1.NewTime(now)
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ds.Name, now.UnixNano()+c.events), Namespace: ds.Namespace},
-		InvolvedObject: corev1.ObjectReference{
-			APIVersion: "apps/v1", Kind: "DaemonSet", Namespace: ds.Namespace, Name: ds.Name, UID: ds.UID, ResourceVersion: ds.ResourceVersion,
-		},
-		Reason:         reason,
-		Message:        msg,
-		Type:           typ,
-		Source:         corev1.EventSource{Component: Name},
-		FirstTimestamp: t,
-		LastTimestamp:  t,
-		Count:          1,
-	}
-	if _, err := c.cfg.Client.CoreV1().Events(ds.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		c.log.Warn("recording event failed", "daemonset", ds.Name, "reason", reason, "err", err)
-	}
+	ref := corev1.ObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Namespace: ds.Namespace, Name: ds.Name, UID: ds.UID, ResourceVersion: ds.ResourceVersion}
+	c.rec.Record(ctx, ref, ds.Namespace, typ, reason, msg, now)
+}
+
+// nextDue is when the last pass wants the next one; zero means no wish.
+func (c *Controller) nextDue() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next
 }
 
 // Run passes at once, then whenever a DaemonSet, node or pod changes, when
 // a back-off ends or a pod is due to become available, and at least every
 // ResyncPeriod, until ctx ends. Errors are logged.
 func (c *Controller) Run(ctx context.Context) {
-	wake := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	}
 	factory := c.cfg.Informers
 	if factory == nil {
 		factory = informers.NewSharedInformerFactory(c.cfg.Client, 0)
 	}
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Pods().Informer(),
-		factory.Core().V1().Nodes().Informer(),
-		factory.Apps().V1().DaemonSets().Informer(),
-	} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			c.log.Error("watching for changes failed", "err", err)
-		}
-	}
-	factory.Start(ctx.Done())
-
-	ticker := c.cfg.Clock.NewTicker(c.cfg.ResyncPeriod)
-	defer ticker.Stop()
-	for {
-		if err := c.Sync(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("daemonset pass failed", "err", err)
-		}
-		c.mu.Lock()
-		next := c.next
-		c.mu.Unlock()
-		var due <-chan time.Time
-		var timer clock.Timer
-		if !next.IsZero() {
-			timer = c.cfg.Clock.NewTimer(next.Sub(c.cfg.Clock.Now()) + time.Second)
-			due = timer.C()
-		}
-		select {
-		case <-ctx.Done():
-		case <-ticker.C():
-		case <-wake:
-		case <-due:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-	}
+	loop.Run(ctx, loop.Config{
+		Clock:  c.cfg.Clock,
+		Resync: c.cfg.ResyncPeriod,
+		Informers: []cache.SharedIndexInformer{
+			factory.Core().V1().Pods().Informer(),
+			factory.Core().V1().Nodes().Informer(),
+			factory.Apps().V1().DaemonSets().Informer(),
+		},
+		Start:     factory.Start,
+		Sync:      c.Sync,
+		NextDue:   c.nextDue,
+		DueMargin: time.Second,
+		Logger:    c.log,
+		Name:      "daemonset",
+	})
 }

@@ -50,6 +50,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"knode/internal/controller/events"
+	"knode/internal/controller/loop"
 )
 
 // Name is the controller's name and event source.
@@ -83,7 +86,7 @@ type Controller struct {
 
 	mu      sync.Mutex
 	recheck time.Time // earliest disruptedPods expiry seen by the last pass
-	events  int64
+	rec     *events.Recorder
 }
 
 // New checks cfg and builds a Controller.
@@ -103,7 +106,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Controller{cfg: cfg, log: cfg.Logger.With("controller", Name)}, nil
+	log := cfg.Logger.With("controller", Name)
+	return &Controller{cfg: cfg, log: log, rec: &events.Recorder{Client: cfg.Client.CoreV1(), Source: Name, Logger: log}}, nil
 }
 
 // Sync makes one pass over every budget at the clock's now and blocks
@@ -198,93 +202,44 @@ func (c *Controller) syncBudget(ctx context.Context, pdb *policyv1.PodDisruption
 	}
 	ref := corev1.ObjectReference{APIVersion: "policy/v1", Kind: "PodDisruptionBudget", Namespace: pdb.Namespace, Name: pdb.Name, UID: pdb.UID}
 	for _, e := range events {
-		c.record(ctx, ref, e.typ, e.reason, e.msg, now)
+		c.rec.Record(ctx, ref, ref.Namespace, e.typ, e.reason, e.msg, now)
 	}
 	for _, name := range res.NotDeleted {
-		c.record(ctx, corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pdb.Namespace, Name: name}, corev1.EventTypeWarning, "NotDeleted",
+		c.rec.Record(ctx, corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pdb.Namespace, Name: name}, pdb.Namespace, corev1.EventTypeWarning, "NotDeleted",
 			fmt.Sprintf("Pod was expected by PDB %s/%s to be deleted but it wasn't", pdb.Namespace, pdb.Name), now)
 	}
 	return nil
 }
 
-// record writes one event about ref in its namespace; a failure is only
-// logged.
-func (c *Controller) record(ctx context.Context, ref corev1.ObjectReference, typ, reason, msg string, now time.Time) {
-	c.events++
-	t := metav1.NewTime(now)
-	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()+c.events), Namespace: ref.Namespace},
-		InvolvedObject: ref,
-		Reason:         reason,
-		Message:        msg,
-		Type:           typ,
-		Source:         corev1.EventSource{Component: Name},
-		FirstTimestamp: t,
-		LastTimestamp:  t,
-		Count:          1,
-	}
-	if _, err := c.cfg.Client.CoreV1().Events(ref.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		c.log.Warn("recording event failed", "object", ref.Name, "reason", reason, "err", err)
-	}
+// nextDue is the earliest disruptedPods expiry the last pass saw; zero
+// means none.
+func (c *Controller) nextDue() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recheck
 }
 
 // Run passes at once, then whenever a pod, ReplicaSet or budget changes,
 // when a disruptedPods record expires, and at least every ResyncPeriod,
 // until ctx ends. Errors are logged.
 func (c *Controller) Run(ctx context.Context) {
-	wake := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	}
 	factory := c.cfg.Informers
 	if factory == nil {
 		factory = informers.NewSharedInformerFactory(c.cfg.Client, 0)
 	}
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Pods().Informer(),
-		factory.Apps().V1().ReplicaSets().Informer(),
-		factory.Policy().V1().PodDisruptionBudgets().Informer(),
-	} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			c.log.Error("watching for changes failed", "err", err)
-		}
-	}
-	factory.Start(ctx.Done())
-
-	ticker := c.cfg.Clock.NewTicker(c.cfg.ResyncPeriod)
-	defer ticker.Stop()
-	for {
-		if err := c.Sync(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("disruption pass failed", "err", err)
-		}
-		c.mu.Lock()
-		recheck := c.recheck
-		c.mu.Unlock()
-		var due <-chan time.Time
-		var timer clock.Timer
-		if !recheck.IsZero() {
-			timer = c.cfg.Clock.NewTimer(recheck.Sub(c.cfg.Clock.Now()) + time.Second)
-			due = timer.C()
-		}
-		select {
-		case <-ctx.Done():
-		case <-ticker.C():
-		case <-wake:
-		case <-due:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-	}
+	loop.Run(ctx, loop.Config{
+		Clock:  c.cfg.Clock,
+		Resync: c.cfg.ResyncPeriod,
+		Informers: []cache.SharedIndexInformer{
+			factory.Core().V1().Pods().Informer(),
+			factory.Apps().V1().ReplicaSets().Informer(),
+			factory.Policy().V1().PodDisruptionBudgets().Informer(),
+		},
+		Start:     factory.Start,
+		Sync:      c.Sync,
+		NextDue:   c.nextDue,
+		DueMargin: time.Second,
+		Logger:    c.log,
+		Name:      "disruption",
+	})
 }

@@ -55,6 +55,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"knode/internal/controller/loop"
 )
 
 // Name is the controller's name.
@@ -352,44 +354,21 @@ func (g *Collector) dropFinalizers(ctx context.Context, k OwnerKey, uid types.UI
 // changes, and at least every ResyncPeriod, until ctx ends. Errors are
 // logged.
 func (g *Collector) Run(ctx context.Context) {
-	wake := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	}
 	factory := g.cfg.Informers
 	if factory == nil {
 		factory = informers.NewSharedInformerFactory(g.cfg.Client, 0)
 	}
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Pods().Informer(),
-		factory.Apps().V1().ReplicaSets().Informer(),
-		factory.Apps().V1().DaemonSets().Informer(),
-	} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			g.log.Error("watching for changes failed", "err", err)
-		}
-	}
-	factory.Start(ctx.Done())
-
-	ticker := g.cfg.Clock.NewTicker(g.cfg.ResyncPeriod)
-	defer ticker.Stop()
-	for {
-		if err := g.Sync(ctx); err != nil && ctx.Err() == nil {
-			g.log.Warn("garbage collection pass failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C():
-		case <-wake:
-		}
-	}
+	loop.Run(ctx, loop.Config{
+		Clock:  g.cfg.Clock,
+		Resync: g.cfg.ResyncPeriod,
+		Informers: []cache.SharedIndexInformer{
+			factory.Core().V1().Pods().Informer(),
+			factory.Apps().V1().ReplicaSets().Informer(),
+			factory.Apps().V1().DaemonSets().Informer(),
+		},
+		Start:  factory.Start,
+		Sync:   g.Sync,
+		Logger: g.log,
+		Name:   "garbage collection",
+	})
 }

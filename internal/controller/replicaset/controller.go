@@ -60,6 +60,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"knode/internal/controller/events"
+	"knode/internal/controller/loop"
 	"knode/internal/controller/ownership"
 )
 
@@ -91,9 +93,9 @@ type Controller struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	next   time.Time // when the last pass expects a pod to become available
-	events int64
+	mu   sync.Mutex
+	next time.Time // when the last pass expects a pod to become available
+	rec  *events.Recorder
 }
 
 // New checks cfg and builds a Controller.
@@ -113,7 +115,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Controller{cfg: cfg, log: cfg.Logger.With("controller", Name)}, nil
+	log := cfg.Logger.With("controller", Name)
+	return &Controller{cfg: cfg, log: log, rec: &events.Recorder{Client: cfg.Client.CoreV1(), Source: Name, Logger: log}}, nil
 }
 
 // Sync makes one pass over every ReplicaSet at the clock's now and blocks
@@ -223,82 +226,37 @@ func (c *Controller) syncOne(ctx context.Context, rs *appsv1.ReplicaSet, pods []
 
 // record writes one event about rs; a failure is only logged.
 func (c *Controller) record(ctx context.Context, rs *appsv1.ReplicaSet, typ, reason, msg string, now time.Time) {
-	c.events++
-	t := metav1.NewTime(now)
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", rs.Name, now.UnixNano()+c.events), Namespace: rs.Namespace},
-		InvolvedObject: corev1.ObjectReference{
-			APIVersion: "apps/v1", Kind: "ReplicaSet", Namespace: rs.Namespace, Name: rs.Name, UID: rs.UID, ResourceVersion: rs.ResourceVersion,
-		},
-		Reason:         reason,
-		Message:        msg,
-		Type:           typ,
-		Source:         corev1.EventSource{Component: Name},
-		FirstTimestamp: t,
-		LastTimestamp:  t,
-		Count:          1,
-	}
-	if _, err := c.cfg.Client.CoreV1().Events(rs.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		c.log.Warn("recording event failed", "replicaset", rs.Name, "reason", reason, "err", err)
-	}
+	ref := corev1.ObjectReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Namespace: rs.Namespace, Name: rs.Name, UID: rs.UID, ResourceVersion: rs.ResourceVersion}
+	c.rec.Record(ctx, ref, rs.Namespace, typ, reason, msg, now)
+}
+
+// nextDue is when the last pass wants the next one; zero means no wish.
+func (c *Controller) nextDue() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next
 }
 
 // Run passes at once, then whenever a ReplicaSet or pod changes, when a
 // pod is due to become available, and at least every ResyncPeriod, until
 // ctx ends. Errors are logged.
 func (c *Controller) Run(ctx context.Context) {
-	wake := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	}
 	factory := c.cfg.Informers
 	if factory == nil {
 		factory = informers.NewSharedInformerFactory(c.cfg.Client, 0)
 	}
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Pods().Informer(),
-		factory.Apps().V1().ReplicaSets().Informer(),
-	} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			c.log.Error("watching for changes failed", "err", err)
-		}
-	}
-	factory.Start(ctx.Done())
-
-	ticker := c.cfg.Clock.NewTicker(c.cfg.ResyncPeriod)
-	defer ticker.Stop()
-	for {
-		if err := c.Sync(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("replicaset pass failed", "err", err)
-		}
-		c.mu.Lock()
-		next := c.next
-		c.mu.Unlock()
-		var due <-chan time.Time
-		var timer clock.Timer
-		if !next.IsZero() {
-			timer = c.cfg.Clock.NewTimer(next.Sub(c.cfg.Clock.Now()) + time.Second)
-			due = timer.C()
-		}
-		select {
-		case <-ctx.Done():
-		case <-ticker.C():
-		case <-wake:
-		case <-due:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-	}
+	loop.Run(ctx, loop.Config{
+		Clock:  c.cfg.Clock,
+		Resync: c.cfg.ResyncPeriod,
+		Informers: []cache.SharedIndexInformer{
+			factory.Core().V1().Pods().Informer(),
+			factory.Apps().V1().ReplicaSets().Informer(),
+		},
+		Start:     factory.Start,
+		Sync:      c.Sync,
+		NextDue:   c.nextDue,
+		DueMargin: time.Second,
+		Logger:    c.log,
+		Name:      "replicaset",
+	})
 }
