@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"knode/internal/controller/loop"
 	"sync"
 	"time"
 
@@ -74,7 +75,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 		var timer clock.Timer
 		var due <-chan time.Time
 		if backingOff {
-			if timer = s.timerUntil(next); timer == nil {
+			if timer = loop.TimerUntil(s.clock, next); timer == nil {
 				continue // ended while deciding
 			}
 			due = timer.C()
@@ -94,24 +95,6 @@ func (s *Scheduler) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-	}
-}
-
-// timerUntil returns a timer that fires when the clock reaches at, or nil
-// if it already has. A clock moved while the timer is made (a fake clock
-// stepped by another goroutine) is read again, so the timer never aims
-// past at.
-func (s *Scheduler) timerUntil(at time.Time) clock.Timer {
-	for {
-		now := s.clock.Now()
-		if !now.Before(at) {
-			return nil
-		}
-		timer := s.clock.NewTimer(at.Sub(now))
-		if s.clock.Now().Equal(now) {
-			return timer
-		}
-		timer.Stop()
 	}
 }
 

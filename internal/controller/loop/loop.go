@@ -120,3 +120,21 @@ func Run(ctx context.Context, cfg Config) {
 		}
 	}
 }
+
+// TimerUntil returns a timer that fires when c reaches at, or nil if it
+// already has. A clock that moves while the timer is made (a fake clock
+// stepped by another goroutine) is read again, so the timer never aims past
+// at. The caller stops the timer it gets.
+func TimerUntil(c clock.Clock, at time.Time) clock.Timer {
+	for {
+		now := c.Now()
+		if !now.Before(at) {
+			return nil
+		}
+		timer := c.NewTimer(at.Sub(now))
+		if c.Now().Equal(now) {
+			return timer
+		}
+		timer.Stop()
+	}
+}

@@ -268,3 +268,31 @@ func TestRunRequiresSyncAndResync(t *testing.T) {
 		})
 	}
 }
+
+func TestTimerUntil(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(start)
+	if timer := loop.TimerUntil(clk, start); timer != nil {
+		t.Errorf("timer for a time already reached: %v, want nil", timer)
+	}
+	if timer := loop.TimerUntil(clk, start.Add(-time.Second)); timer != nil {
+		t.Errorf("timer for a time in the past: %v, want nil", timer)
+	}
+	timer := loop.TimerUntil(clk, start.Add(3*time.Second))
+	if timer == nil {
+		t.Fatal("no timer for a time ahead")
+	}
+	defer timer.Stop()
+	clk.Step(3*time.Second - time.Nanosecond)
+	select {
+	case <-timer.C():
+		t.Fatal("fired 1ns early")
+	default:
+	}
+	clk.Step(time.Nanosecond)
+	select {
+	case <-timer.C():
+	default:
+		t.Fatal("did not fire at the time")
+	}
+}

@@ -2,6 +2,7 @@ package tainteviction
 
 import (
 	"context"
+	"knode/internal/controller/loop"
 	"sync"
 	"time"
 
@@ -76,7 +77,7 @@ func (c *Controller) Run(ctx context.Context) {
 		var timer clock.Timer
 		var due <-chan time.Time
 		if pending {
-			if timer = c.timerUntil(next); timer == nil {
+			if timer = loop.TimerUntil(c.clock, next); timer == nil {
 				continue // fell due during the pass
 			}
 			due = timer.C()
@@ -92,24 +93,6 @@ func (c *Controller) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-	}
-}
-
-// timerUntil returns a timer that fires when the clock reaches at, or nil
-// if it already has. A clock that moves while the timer is made (a fake
-// clock stepped by another goroutine) is read again, so the timer never
-// aims past at.
-func (c *Controller) timerUntil(at time.Time) clock.Timer {
-	for {
-		now := c.clock.Now()
-		if !now.Before(at) {
-			return nil
-		}
-		timer := c.clock.NewTimer(at.Sub(now))
-		if c.clock.Now().Equal(now) {
-			return timer
-		}
-		timer.Stop()
 	}
 }
 
