@@ -8,6 +8,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"knode/internal/apitest"
 )
@@ -120,5 +121,63 @@ func TestDiscoveryListsPodSubresources(t *testing.T) {
 	}
 	if r, ok := found["pods/binding"]; !ok || r.Kind != "Binding" {
 		t.Errorf("pods/binding in discovery: %+v (present %v)", r, ok)
+	}
+}
+
+// With a budget, an eviction takes one disruption from it; when none is
+// left the eviction is refused with 429 and the budget's cause.
+func TestEvictionWithBudget(t *testing.T) {
+	s := apitest.Start(t, apitest.Options{})
+	ctx := context.Background()
+	pods := s.Admin.CoreV1().Pods("default")
+	for _, name := range []string{"a", "b"} {
+		p, err := pods.Create(ctx, newPod(name, "n1"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pdbs := s.Admin.PolicyV1().PodDisruptionBudgets("default")
+	one := intstr.FromInt32(1)
+	pdb, err := pdbs.Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No disruption controller runs here: set the status it would.
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 1, CurrentHealthy: 2, DesiredHealthy: 1, ExpectedPods: 2}
+	if _, err := pdbs.UpdateStatus(ctx, pdb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	evict := func(name string) error {
+		return pods.EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}})
+	}
+	if err := evict("a"); err != nil {
+		t.Fatalf("first eviction: %v", err)
+	}
+	got, err := pdbs.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, recorded := got.Status.DisruptedPods["a"]; got.Status.DisruptionsAllowed != 0 || !recorded {
+		t.Errorf("budget after one eviction: allowed %d, disruptedPods %v", got.Status.DisruptionsAllowed, got.Status.DisruptedPods)
+	}
+	err = evict("b")
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("second eviction: %v, want 429", err)
+	}
+	status, ok := err.(apierrors.APIStatus)
+	if !ok || status.Status().Details == nil || len(status.Status().Details.Causes) != 1 ||
+		status.Status().Details.Causes[0].Message != "The disruption budget web needs 1 healthy pods and has 2 currently" {
+		t.Errorf("429 details: %+v", status.Status().Details)
+	}
+	if p, err := pods.Get(ctx, "b", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Errorf("refused eviction still deleted pod b: %v", err)
 	}
 }
