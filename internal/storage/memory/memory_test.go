@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -55,5 +56,34 @@ func TestClose(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestChanges(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New(memory.Config{})
+	r1, _ := s.Create(ctx, "/a/1", []byte("x"))
+	if _, err := s.Create(ctx, "/b/1", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	r3, _ := s.Update(ctx, "/a/1", []byte("z"), r1)
+	evs, rev, err := s.Changes("/a/", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev != r3 || len(evs) != 2 || evs[0].KV.ModRevision != r1 || string(evs[1].KV.Value) != "z" {
+		t.Fatalf("Changes(/a/, 1) = %d events up to %d: %+v", len(evs), rev, evs)
+	}
+	if evs, _, _ := s.Changes("/a/", r1); len(evs) != 1 || evs[0].KV.ModRevision != r3 {
+		t.Fatalf("Changes after %d = %+v, want only revision %d", r1, evs, r3)
+	}
+	if _, _, err := s.Changes("/a/", r3+1); !errors.Is(err, storage.ErrFutureRevision) {
+		t.Fatalf("future revision: err = %v", err)
+	}
+	if err := s.Compact(ctx, r3); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Changes("/a/", 1); !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("compacted revision: err = %v", err)
 	}
 }
