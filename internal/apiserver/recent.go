@@ -41,6 +41,18 @@ func (r *recentObjects) lookup(key, wantRV string) (runtime.Object, int64, []byt
 	return e.obj.DeepCopyObject(), e.rev, e.data, true
 }
 
+// peek returns the remembered object of key if its revision is rev, without
+// copying it: the caller must not change or hand out what it gets.
+func (r *recentObjects) peek(key string, rev int64) (runtime.Object, bool) {
+	r.mu.Lock()
+	e, ok := r.items[key]
+	r.mu.Unlock()
+	if !ok || e.rev != rev {
+		return nil, false
+	}
+	return e.obj, true
+}
+
 // remember records obj, stored as data, as key's version rev, unless a
 // newer one is known. data must not change afterwards.
 func (r *recentObjects) remember(key string, rev int64, obj runtime.Object, data []byte) {

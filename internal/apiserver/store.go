@@ -106,6 +106,9 @@ func (s *objectStore) Get(ctx context.Context, namespace, name string) (runtime.
 	if err != nil {
 		return nil, storageError(err, s.gr, name)
 	}
+	if cached, ok := s.recent.peek(kv.Key, kv.ModRevision); ok {
+		return cached.DeepCopyObject(), nil
+	}
 	obj, err := s.decode(kv.Value, kv.ModRevision)
 	if err == nil {
 		s.recent.remember(kv.Key, kv.ModRevision, obj, kv.Value)
@@ -597,11 +600,11 @@ func (s *objectStore) List(ctx context.Context, namespace string, opts storage.L
 		}
 		out.revision = page.Revision
 		for _, kv := range page.Items {
-			obj, err := s.decode(kv.Value, kv.ModRevision)
+			obj, err := s.decodeListed(kv, match)
 			if err != nil {
 				return listResult{}, err
 			}
-			if match != nil && !match(obj) {
+			if obj == nil {
 				filtered = true
 				continue
 			}
@@ -622,6 +625,28 @@ func (s *objectStore) List(ctx context.Context, namespace string, opts storage.L
 		out.remainingItemCount = nil
 	}
 	return out, nil
+}
+
+// decodeListed returns kv's object if match accepts it (nil match accepts
+// all), or nil. An object already decoded at that revision is matched
+// without decoding it again and copied only when it matches, so a
+// selective list (a node's pods) costs a lookup per unchanged object.
+func (s *objectStore) decodeListed(kv storage.KV, match func(runtime.Object) bool) (runtime.Object, error) {
+	if cached, ok := s.recent.peek(kv.Key, kv.ModRevision); ok {
+		if match != nil && !match(cached) {
+			return nil, nil
+		}
+		return cached.DeepCopyObject(), nil
+	}
+	obj, err := s.decode(kv.Value, kv.ModRevision)
+	if err != nil {
+		return nil, err
+	}
+	s.recent.remember(kv.Key, kv.ModRevision, obj, kv.Value)
+	if match != nil && !match(obj) {
+		return nil, nil
+	}
+	return obj, nil
 }
 
 // objectUID is a small helper for Status details.
