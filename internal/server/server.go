@@ -202,26 +202,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// The node rules look objects up through the API server built below.
 	var api *apiserver.Server
 	authz, nodeRestriction := NodeAccess(func() *apiserver.Server { return api })
-	priorityAdmission, err := priority.New(priority.Config{
-		Get: func(ctx context.Context, name string) (*schedulingv1.PriorityClass, error) {
-			obj, err := api.Get(ctx, schedulingv1.SchemeGroupVersion.WithResource("priorityclasses"), "", name)
-			if err != nil {
-				return nil, err
-			}
-			return obj.(*schedulingv1.PriorityClass), nil
-		},
-		List: func(ctx context.Context) ([]schedulingv1.PriorityClass, error) {
-			objs, err := api.List(ctx, schedulingv1.SchemeGroupVersion.WithResource("priorityclasses"), "")
-			if err != nil {
-				return nil, err
-			}
-			out := make([]schedulingv1.PriorityClass, 0, len(objs))
-			for _, o := range objs {
-				out = append(out, *o.(*schedulingv1.PriorityClass))
-			}
-			return out, nil
-		},
-	})
+	priorityAdmission, err := PriorityAdmission(func() *apiserver.Server { return api })
 	if err != nil {
 		return err
 	}
@@ -402,6 +383,33 @@ func NodeAccess(api func() *apiserver.Server) (auth.Authorizer, apiserver.Admitt
 	}
 	authz := append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{Pods: pods})), auth.DiscoveryAuthorizer{})
 	return authz, noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes})
+}
+
+// PriorityAdmission is the Priority admission plugin as knode server wires
+// it, reading PriorityClasses through the server api returns (called on
+// each lookup, as for NodeAccess).
+func PriorityAdmission(api func() *apiserver.Server) (apiserver.Admitter, error) {
+	gvr := schedulingv1.SchemeGroupVersion.WithResource("priorityclasses")
+	return priority.New(priority.Config{
+		Get: func(ctx context.Context, name string) (*schedulingv1.PriorityClass, error) {
+			obj, err := api().Get(ctx, gvr, "", name)
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*schedulingv1.PriorityClass), nil
+		},
+		List: func(ctx context.Context) ([]schedulingv1.PriorityClass, error) {
+			objs, err := api().List(ctx, gvr, "")
+			if err != nil {
+				return nil, err
+			}
+			out := make([]schedulingv1.PriorityClass, 0, len(objs))
+			for _, o := range objs {
+				out = append(out, *o.(*schedulingv1.PriorityClass))
+			}
+			return out, nil
+		},
+	})
 }
 
 // startWorkloads runs the scheduler and the workload controllers.
