@@ -1,0 +1,484 @@
+// Package script parses the scenario scripts that `knode sim run FILE` replays
+// in virtual time.
+//
+// What it owns: the scenario language, its syntax checks and its canonical
+// printed form. A script is one statement per line; `#` starts a comment
+// (also after a statement), blank lines are ignored, and tokens are separated
+// by white space:
+//
+//	set <flag>=<value> ...                one or more settings, by upstream flag name
+//	nodes <n> zone=<z>                    n nodes named <z>-1 … <z>-<n> in zone z
+//	pods <n> [toleration=<seconds>|forever]
+//	at <t> stop zone=<z> [count=<k>]      from virtual time t the agents of zone z
+//	                                      (the first k by index, or all) fall silent
+//	at <t> start zone=<z> [count=<k>]     they come back
+//	run <duration>                        advance virtual time
+//
+// Times and durations are Go durations (90s, 10m, 1h). Parse checks every
+// line and reports every problem it finds, each one naming file:line, the
+// statement, the field and the rule. Beyond the syntax it checks what a whole
+// script must satisfy by itself: a zone is declared by one nodes statement
+// only (node names derive from it), and an at statement names a declared
+// zone and no more nodes than the zone has.
+//
+// What callers must do: interpret the statements in order. Statements holds
+// values (Set, Nodes, Pods, At, Run), never pointers, so a type switch must
+// use the value types.
+//
+// What it does not do: it does not know the flags, so set names and values
+// are only checked for shape; it does not order at statements against run
+// statements (an at time is absolute virtual time since the start); and it
+// runs nothing.
+package script
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/validate/content"
+)
+
+// Script is a parsed scenario, statements in file order.
+type Script struct {
+	Statements []Statement
+}
+
+// Statement is one line of a script: a Set, Nodes, Pods, At or Run value.
+type Statement interface {
+	Pos() Pos
+}
+
+// Pos is where a statement starts. Line counts from 1.
+type Pos struct {
+	File string
+	Line int
+}
+
+// String returns "file:line".
+func (p Pos) String() string { return fmt.Sprintf("%s:%d", p.File, p.Line) }
+
+// Set applies settings, given by upstream flag name without dashes.
+type Set struct {
+	At       Pos
+	Settings []Setting // in script order; names are unique within one statement
+}
+
+// Setting is one name=value pair of a set statement. Name is non-empty and
+// does not start with '-'; Value is non-empty.
+type Setting struct {
+	Name, Value string
+}
+
+// Nodes adds Count nodes named <Zone>-1 … <Zone>-<Count>, labelled
+// topology.kubernetes.io/zone=<Zone>.
+type Nodes struct {
+	At    Pos
+	Count int // at least 1
+	Zone  string
+}
+
+// Pods adds Count pods.
+type Pods struct {
+	At         Pos
+	Count      int // at least 1
+	Toleration Toleration
+}
+
+// Toleration is how long the pods tolerate the not-ready and unreachable
+// NoExecute taints.
+type Toleration struct {
+	// Given is false when the script names no toleration: the pods carry
+	// none of their own, so admission's defaults apply.
+	Given bool
+	// Forever means a toleration without tolerationSeconds: never evicted.
+	Forever bool
+	// Seconds is tolerationSeconds, at least 0; meaningful only when Given
+	// and not Forever.
+	Seconds int64
+}
+
+// Action is what an At statement does to a zone's agents.
+type Action string
+
+const (
+	// Stop silences the agents: they stop posting status and renewing leases.
+	Stop Action = "stop"
+	// Start brings silenced agents back.
+	Start Action = "start"
+)
+
+// At schedules an action on a zone's agents at an absolute virtual time.
+type At struct {
+	At     Pos
+	Time   time.Duration // since the start of the scenario; at least 0
+	Action Action
+	Zone   string
+	Count  int // the first Count nodes by index; 0 means all of the zone
+}
+
+// Run advances virtual time by Duration.
+type Run struct {
+	At       Pos
+	Duration time.Duration // more than 0
+}
+
+// Pos implements Statement.
+func (s Set) Pos() Pos { return s.At }
+
+// Pos implements Statement.
+func (s Nodes) Pos() Pos { return s.At }
+
+// Pos implements Statement.
+func (s Pods) Pos() Pos { return s.At }
+
+// Pos implements Statement.
+func (s At) Pos() Pos { return s.At }
+
+// Pos implements Statement.
+func (s Run) Pos() Pos { return s.At }
+
+// Error is one problem in a script. Parse joins several with errors.Join;
+// use errors.As to reach them.
+type Error struct {
+	Pos Pos
+	// Msg names the statement, the field and the rule, for example
+	// `nodes: count "x": must be a positive integer`.
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// Usage lines, quoted in errors so the reader sees the expected shape.
+const (
+	usageSet   = "set <flag>=<value> ..."
+	usageNodes = "nodes <n> zone=<z>"
+	usagePods  = "pods <n> [toleration=<seconds>|forever]"
+	usageAt    = "at <t> stop|start zone=<z> [count=<k>]"
+	usageRun   = "run <duration>"
+)
+
+// Parse reads a whole script. file names the script in positions and
+// errors. On any problem it returns a nil Script and every problem found,
+// joined in line order.
+func Parse(file string, r io.Reader) (*Script, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read: %w", file, err)
+	}
+	p := &parser{file: file}
+	for i, line := range strings.Split(string(data), "\n") {
+		p.line(Pos{File: file, Line: i + 1}, line)
+	}
+	p.crossCheck()
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	return &Script{Statements: p.stmts}, nil
+}
+
+type parser struct {
+	file  string
+	stmts []Statement
+	errs  []error
+	// broken holds the zones of nodes statements that had errors, so that
+	// at statements naming them are not also reported as undeclared.
+	broken map[string]bool
+}
+
+// statementErrors collects the problems of one statement.
+type statementErrors struct {
+	p    *parser
+	at   Pos
+	name string
+	n    int
+}
+
+func (e *statementErrors) add(format string, args ...any) {
+	e.n++
+	e.p.errs = append(e.p.errs, &Error{Pos: e.at, Msg: e.name + ": " + fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) line(at Pos, line string) {
+	if i := strings.IndexByte(line, '#'); i >= 0 {
+		line = line[:i]
+	}
+	tokens := strings.Fields(line)
+	if len(tokens) == 0 {
+		return
+	}
+	e := &statementErrors{p: p, at: at, name: tokens[0]}
+	var stmt Statement
+	switch tokens[0] {
+	case "set":
+		stmt = parseSet(e, at, tokens[1:])
+	case "nodes":
+		stmt = parseNodes(e, at, tokens[1:])
+	case "pods":
+		stmt = parsePods(e, at, tokens[1:])
+	case "at":
+		stmt = parseAt(e, at, tokens[1:])
+	case "run":
+		stmt = parseRun(e, at, tokens[1:])
+	default:
+		p.errs = append(p.errs, &Error{Pos: at, Msg: fmt.Sprintf("unknown statement %q (want set, nodes, pods, at or run)", tokens[0])})
+		return
+	}
+	if e.n == 0 {
+		p.stmts = append(p.stmts, stmt)
+		return
+	}
+	if n, ok := stmt.(Nodes); ok {
+		if p.broken == nil {
+			p.broken = map[string]bool{}
+		}
+		p.broken[n.Zone] = true
+	}
+}
+
+// args splits a statement's tokens into positional tokens and key=value
+// arguments. Keys outside allowed, repeated keys and extra positional
+// tokens are reported; the result holds each allowed key given once.
+func args(e *statementErrors, tokens []string, positional int, usage string, allowed ...string) ([]string, map[string]string) {
+	var pos []string
+	kv := map[string]string{}
+	for _, t := range tokens {
+		k, v, ok := strings.Cut(t, "=")
+		if !ok {
+			if len(pos) == positional {
+				e.add("unexpected argument %q (want %s)", t, usage)
+				continue
+			}
+			pos = append(pos, t)
+			continue
+		}
+		known := false
+		for _, a := range allowed {
+			known = known || a == k
+		}
+		if !known {
+			e.add("unknown argument %q (want %s)", t, usage)
+			continue
+		}
+		if prev, dup := kv[k]; dup {
+			e.add("duplicate argument %q: %s=%s is already given", t, k, prev)
+			continue
+		}
+		kv[k] = v
+	}
+	return pos, kv
+}
+
+func parseSet(e *statementErrors, at Pos, tokens []string) Statement {
+	s := Set{At: at}
+	seen := map[string]string{}
+	for _, t := range tokens {
+		name, value, ok := strings.Cut(t, "=")
+		switch {
+		case strings.HasPrefix(t, "-"):
+			e.add("%q is not <flag>=<value>: write the flag name without leading dashes", t)
+		case !ok:
+			e.add("%q is not <flag>=<value>", t)
+		case name == "":
+			e.add("%q is not <flag>=<value>: the flag name is empty", t)
+		case value == "":
+			e.add("%q is not <flag>=<value>: the value is empty", t)
+		default:
+			if prev, dup := seen[name]; dup {
+				e.add("duplicate flag %q: already set to %q in this statement", name, prev)
+				continue
+			}
+			seen[name] = value
+			s.Settings = append(s.Settings, Setting{Name: name, Value: value})
+		}
+	}
+	if len(tokens) == 0 {
+		e.add("missing <flag>=<value> (want %s)", usageSet)
+	}
+	return s
+}
+
+func parseNodes(e *statementErrors, at Pos, tokens []string) Statement {
+	s := Nodes{At: at}
+	pos, kv := args(e, tokens, 1, usageNodes, "zone")
+	if len(pos) == 0 {
+		e.add("missing count (want %s)", usageNodes)
+	} else {
+		s.Count = count(e, "count", pos[0])
+	}
+	zone, ok := kv["zone"]
+	if !ok {
+		e.add("missing zone=<z> (want %s)", usageNodes)
+		return s
+	}
+	if checkZone(e, zone) && s.Count > 0 {
+		// The longest node name is the one with the highest index.
+		name := zone + "-" + strconv.Itoa(s.Count)
+		if msgs := content.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			e.add("zone %q: node names such as %q must be valid node names: %s", zone, name, strings.Join(msgs, "; "))
+		}
+	}
+	s.Zone = zone
+	return s
+}
+
+func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
+	s := Pods{At: at}
+	pos, kv := args(e, tokens, 1, usagePods, "toleration")
+	if len(pos) == 0 {
+		e.add("missing count (want %s)", usagePods)
+	} else {
+		s.Count = count(e, "count", pos[0])
+	}
+	if v, ok := kv["toleration"]; ok {
+		s.Toleration.Given = true
+		if v == "forever" {
+			s.Toleration.Forever = true
+		} else if n, ok := wholeNumber(v); ok {
+			s.Toleration.Seconds = int64(n)
+		} else {
+			e.add("toleration %q: must be a whole number of seconds or \"forever\"", v)
+		}
+	}
+	return s
+}
+
+func parseAt(e *statementErrors, at Pos, tokens []string) Statement {
+	s := At{At: at}
+	pos, kv := args(e, tokens, 2, usageAt, "zone", "count")
+	if len(pos) == 0 {
+		e.add("missing time (want %s)", usageAt)
+	} else {
+		d, err := time.ParseDuration(pos[0])
+		if err != nil || d < 0 {
+			e.add("time %q: must be a non-negative Go duration such as 90s or 10m", pos[0])
+		}
+		s.Time = d
+	}
+	if len(pos) < 2 {
+		e.add("missing action stop or start (want %s)", usageAt)
+	} else {
+		switch a := Action(pos[1]); a {
+		case Stop, Start:
+			s.Action = a
+		default:
+			e.add("action %q: must be stop or start", pos[1])
+		}
+	}
+	if zone, ok := kv["zone"]; ok {
+		checkZone(e, zone)
+		s.Zone = zone
+	} else {
+		e.add("missing zone=<z> (want %s)", usageAt)
+	}
+	if v, ok := kv["count"]; ok {
+		s.Count = count(e, "count", v)
+	}
+	return s
+}
+
+func parseRun(e *statementErrors, at Pos, tokens []string) Statement {
+	s := Run{At: at}
+	pos, _ := args(e, tokens, 1, usageRun)
+	if len(pos) == 0 {
+		e.add("missing duration (want %s)", usageRun)
+		return s
+	}
+	d, err := time.ParseDuration(pos[0])
+	if err != nil || d <= 0 {
+		e.add("duration %q: must be a positive Go duration such as 90s or 20m", pos[0])
+	}
+	s.Duration = d
+	return s
+}
+
+// count parses a positive integer, reporting field when it is not one.
+func count(e *statementErrors, field, v string) int {
+	n, ok := wholeNumber(v)
+	if !ok || n < 1 {
+		e.add("%s %q: must be a positive integer", field, v)
+		return 0
+	}
+	return n
+}
+
+// wholeNumber accepts decimal digits only (no sign) that fit an int and an
+// int64.
+func wholeNumber(v string) (int, bool) {
+	if v == "" {
+		return 0, false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, strconv.IntSize)
+	if err != nil {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// checkZone reports a zone that is empty or not a valid label value.
+func checkZone(e *statementErrors, zone string) bool {
+	if zone == "" {
+		e.add("zone: must not be empty")
+		return false
+	}
+	if msgs := content.IsLabelValue(zone); len(msgs) > 0 {
+		e.add("zone %q: must be a valid label value: %s", zone, strings.Join(msgs, "; "))
+		return false
+	}
+	return true
+}
+
+// crossCheck applies the rules that span statements, to statements that
+// parsed cleanly.
+func (p *parser) crossCheck() {
+	declared := map[string]Nodes{}
+	for _, st := range p.stmts {
+		n, ok := st.(Nodes)
+		if !ok {
+			continue
+		}
+		if first, dup := declared[n.Zone]; dup {
+			p.errs = append(p.errs, &Error{Pos: n.At, Msg: fmt.Sprintf("nodes: zone %q: already declared at %s (node names derive from the zone, so each zone has one nodes statement)", n.Zone, first.At)})
+			continue
+		}
+		declared[n.Zone] = n
+	}
+	for _, st := range p.stmts {
+		a, ok := st.(At)
+		if !ok {
+			continue
+		}
+		n, ok := declared[a.Zone]
+		switch {
+		case !ok && p.broken[a.Zone]:
+		case !ok:
+			p.errs = append(p.errs, &Error{Pos: a.At, Msg: fmt.Sprintf("at: zone %q: no nodes statement declares this zone", a.Zone)})
+		case a.Count > n.Count:
+			p.errs = append(p.errs, &Error{Pos: a.At, Msg: fmt.Sprintf("at: count %d: zone %q has only %d nodes (declared at %s)", a.Count, a.Zone, n.Count, n.At)})
+		}
+	}
+	sortErrors(p.errs)
+}
+
+// sortErrors puts errors in line order; the cross checks append theirs
+// after the per-line ones. The sort is stable so one line keeps its order.
+func sortErrors(errs []error) {
+	line := func(err error) int {
+		var e *Error
+		if errors.As(err, &e) {
+			return e.Pos.Line
+		}
+		return 0
+	}
+	slices.SortStableFunc(errs, func(a, b error) int { return cmp.Compare(line(a), line(b)) })
+}

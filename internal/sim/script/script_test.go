@@ -1,0 +1,320 @@
+package script
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the parser's output")
+
+func pos(line int) Pos { return Pos{File: "s.txt", Line: line} }
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []Statement
+	}{
+		{name: "empty", in: "", want: nil},
+		{name: "only comments and blanks", in: "# hello\n\n   \t\n# bye", want: nil},
+		{
+			name: "every statement",
+			in: `set node-monitor-grace-period=50s  node-eviction-rate=0.1
+nodes 3 zone=a
+pods 10
+pods 2 toleration=0
+pods 1 toleration=forever
+at 0s stop zone=a count=2
+at 90s start zone=a
+run 1h
+`,
+			want: []Statement{
+				Set{At: pos(1), Settings: []Setting{{"node-monitor-grace-period", "50s"}, {"node-eviction-rate", "0.1"}}},
+				Nodes{At: pos(2), Count: 3, Zone: "a"},
+				Pods{At: pos(3), Count: 10},
+				Pods{At: pos(4), Count: 2, Toleration: Toleration{Given: true, Seconds: 0}},
+				Pods{At: pos(5), Count: 1, Toleration: Toleration{Given: true, Forever: true}},
+				At{At: pos(6), Time: 0, Action: Stop, Zone: "a", Count: 2},
+				At{At: pos(7), Time: 90 * time.Second, Action: Start, Zone: "a"},
+				Run{At: pos(8), Duration: time.Hour},
+			},
+		},
+		{
+			name: "comments after statements, tabs and CRLF",
+			in:   "nodes\t2 zone=b # two nodes\r\nrun 90s#no space\r\n",
+			want: []Statement{
+				Nodes{At: pos(1), Count: 2, Zone: "b"},
+				Run{At: pos(2), Duration: 90 * time.Second},
+			},
+		},
+		{
+			name: "arguments in any order",
+			in:   "nodes zone=z 1\nat zone=z 5m stop count=1",
+			want: []Statement{
+				Nodes{At: pos(1), Count: 1, Zone: "z"},
+				At{At: pos(2), Time: 5 * time.Minute, Action: Stop, Zone: "z", Count: 1},
+			},
+		},
+		{
+			name: "set value may hold =",
+			in:   "set feature-gates=A=true,B=false",
+			want: []Statement{Set{At: pos(1), Settings: []Setting{{"feature-gates", "A=true,B=false"}}}},
+		},
+		{
+			name: "count at exactly the zone size",
+			in:   "nodes 4 zone=a\nat 1m stop zone=a count=4",
+			want: []Statement{
+				Nodes{At: pos(1), Count: 4, Zone: "a"},
+				At{At: pos(2), Time: time.Minute, Action: Stop, Zone: "a", Count: 4},
+			},
+		},
+		{
+			name: "at may come before nodes",
+			in:   "at 1m stop zone=a\nnodes 1 zone=a",
+			want: []Statement{
+				At{At: pos(1), Time: time.Minute, Action: Stop, Zone: "a"},
+				Nodes{At: pos(2), Count: 1, Zone: "a"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse("s.txt", strings.NewReader(tt.in))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got.Statements); diff != "" {
+				t.Errorf("statements (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []string // one line per error, in order
+	}{
+		{name: "unknown statement", in: "\n\nnodez 3", want: []string{
+			`s.txt:3: unknown statement "nodez" (want set, nodes, pods, at or run)`}},
+		{name: "nodes count not a number", in: "nodes x zone=a", want: []string{
+			`s.txt:1: nodes: count "x": must be a positive integer`}},
+		{name: "nodes count zero", in: "nodes 0 zone=a", want: []string{
+			`s.txt:1: nodes: count "0": must be a positive integer`}},
+		{name: "nodes count negative", in: "nodes -1 zone=a", want: []string{
+			`s.txt:1: nodes: count "-1": must be a positive integer`}},
+		{name: "nodes count with sign", in: "nodes +1 zone=a", want: []string{
+			`s.txt:1: nodes: count "+1": must be a positive integer`}},
+		{name: "nodes count overflows", in: "nodes 99999999999999999999 zone=a", want: []string{
+			`s.txt:1: nodes: count "99999999999999999999": must be a positive integer`}},
+		{name: "nodes missing everything", in: "nodes", want: []string{
+			`s.txt:1: nodes: missing count (want nodes <n> zone=<z>)`,
+			`s.txt:1: nodes: missing zone=<z> (want nodes <n> zone=<z>)`}},
+		{name: "nodes missing zone", in: "nodes 3", want: []string{
+			`s.txt:1: nodes: missing zone=<z> (want nodes <n> zone=<z>)`}},
+		{name: "nodes empty zone", in: "nodes 3 zone=", want: []string{
+			`s.txt:1: nodes: zone: must not be empty`}},
+		{name: "nodes zone not a label value", in: "nodes 3 zone=a/b", want: []string{
+			`s.txt:1: nodes: zone "a/b": must be a valid label value: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`}},
+		{name: "nodes zone not usable in node names", in: "nodes 3 zone=Zone_A", want: []string{
+			`s.txt:1: nodes: zone "Zone_A": node names such as "Zone_A-3" must be valid node names: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`}},
+		{name: "nodes unknown argument", in: "nodes 3 zone=a colour=red", want: []string{
+			`s.txt:1: nodes: unknown argument "colour=red" (want nodes <n> zone=<z>)`}},
+		{name: "nodes extra positional", in: "nodes 3 4 zone=a", want: []string{
+			`s.txt:1: nodes: unexpected argument "4" (want nodes <n> zone=<z>)`}},
+		{name: "nodes duplicate argument", in: "nodes 3 zone=a zone=b", want: []string{
+			`s.txt:1: nodes: duplicate argument "zone=b": zone=a is already given`}},
+		{name: "nodes zone declared twice", in: "nodes 3 zone=a\nnodes 2 zone=a", want: []string{
+			`s.txt:2: nodes: zone "a": already declared at s.txt:1 (node names derive from the zone, so each zone has one nodes statement)`}},
+		{name: "pods bad toleration", in: "pods 3 toleration=abc", want: []string{
+			`s.txt:1: pods: toleration "abc": must be a whole number of seconds or "forever"`}},
+		{name: "pods negative toleration", in: "pods 3 toleration=-1", want: []string{
+			`s.txt:1: pods: toleration "-1": must be a whole number of seconds or "forever"`}},
+		{name: "pods missing count", in: "pods toleration=5", want: []string{
+			`s.txt:1: pods: missing count (want pods <n> [toleration=<seconds>|forever])`}},
+		{name: "at negative time", in: "nodes 1 zone=a\n\n\n\n\n\nat -5s stop zone=a", want: []string{
+			`s.txt:7: at: time "-5s": must be a non-negative Go duration such as 90s or 10m`}},
+		{name: "at time without unit", in: "nodes 1 zone=a\nat 10 stop zone=a", want: []string{
+			`s.txt:2: at: time "10": must be a non-negative Go duration such as 90s or 10m`}},
+		{name: "at bad action", in: "nodes 1 zone=a\nat 10s pause zone=a", want: []string{
+			`s.txt:2: at: action "pause": must be stop or start`}},
+		{name: "at missing all", in: "at", want: []string{
+			`s.txt:1: at: missing time (want at <t> stop|start zone=<z> [count=<k>])`,
+			`s.txt:1: at: missing action stop or start (want at <t> stop|start zone=<z> [count=<k>])`,
+			`s.txt:1: at: missing zone=<z> (want at <t> stop|start zone=<z> [count=<k>])`}},
+		{name: "at count zero", in: "nodes 1 zone=a\nat 1s stop zone=a count=0", want: []string{
+			`s.txt:2: at: count "0": must be a positive integer`}},
+		{name: "at undeclared zone", in: "nodes 1 zone=a\nat 1s stop zone=b", want: []string{
+			`s.txt:2: at: zone "b": no nodes statement declares this zone`}},
+		{name: "at count beyond zone", in: "nodes 3 zone=a\nat 1s stop zone=a count=4", want: []string{
+			`s.txt:2: at: count 4: zone "a" has only 3 nodes (declared at s.txt:1)`}},
+		{name: "at on a zone whose nodes statement is broken", in: "nodes x zone=a\nat 1s stop zone=a", want: []string{
+			`s.txt:1: nodes: count "x": must be a positive integer`}},
+		{name: "run zero", in: "run 0s", want: []string{
+			`s.txt:1: run: duration "0s": must be a positive Go duration such as 90s or 20m`}},
+		{name: "run missing", in: "run", want: []string{
+			`s.txt:1: run: missing duration (want run <duration>)`}},
+		{name: "run extra", in: "run 1m 2m x=y", want: []string{
+			`s.txt:1: run: unexpected argument "2m" (want run <duration>)`,
+			`s.txt:1: run: unknown argument "x=y" (want run <duration>)`}},
+		{name: "set not a pair", in: "set foo", want: []string{
+			`s.txt:1: set: "foo" is not <flag>=<value>`}},
+		{name: "set with dashes", in: "set --foo=1", want: []string{
+			`s.txt:1: set: "--foo=1" is not <flag>=<value>: write the flag name without leading dashes`}},
+		{name: "set empty name and value", in: "set =1 a=", want: []string{
+			`s.txt:1: set: "=1" is not <flag>=<value>: the flag name is empty`,
+			`s.txt:1: set: "a=" is not <flag>=<value>: the value is empty`}},
+		{name: "set duplicate", in: "set a=1 a=2", want: []string{
+			`s.txt:1: set: duplicate flag "a": already set to "1" in this statement`}},
+		{name: "set nothing", in: "set # none", want: []string{
+			`s.txt:1: set: missing <flag>=<value> (want set <flag>=<value> ...)`}},
+		{name: "errors from several lines, in line order", in: "at 1s stop zone=q\nnodes 0 zone=a\nrun -1s", want: []string{
+			`s.txt:1: at: zone "q": no nodes statement declares this zone`,
+			`s.txt:2: nodes: count "0": must be a positive integer`,
+			`s.txt:3: run: duration "-1s": must be a positive Go duration such as 90s or 20m`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse("s.txt", strings.NewReader(tt.in))
+			if err == nil {
+				t.Fatalf("Parse succeeded with %v, want errors", got)
+			}
+			if got != nil {
+				t.Errorf("Parse returned a script with its error: %v", got)
+			}
+			if diff := cmp.Diff(tt.want, strings.Split(err.Error(), "\n")); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Errorf("errors.As(%v, *Error) = false", err)
+			}
+		})
+	}
+}
+
+func TestParseReadError(t *testing.T) {
+	boom := errors.New("boom")
+	_, err := Parse("s.txt", iotest.ErrReader(boom))
+	if !errors.Is(err, boom) {
+		t.Fatalf("Parse error = %v, want it to wrap %v", err, boom)
+	}
+	if want := "s.txt: read: boom"; err.Error() != want {
+		t.Errorf("Parse error = %q, want %q", err, want)
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	tests := []struct {
+		in   time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{500 * time.Millisecond, "500ms"},
+		{90 * time.Second, "1m30s"},
+		{20 * time.Minute, "20m"},
+		{time.Hour, "1h"},
+		{time.Hour + 5*time.Second, "1h0m5s"},
+		{90 * time.Minute, "1h30m"},
+		{10 * time.Hour, "10h"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			got := formatDuration(tt.in)
+			if got != tt.want {
+				t.Errorf("formatDuration(%v) = %q, want %q", tt.in, got, tt.want)
+			}
+			back, err := time.ParseDuration(got)
+			if err != nil || back != tt.in {
+				t.Errorf("ParseDuration(%q) = %v, %v; want %v", got, back, err, tt.in)
+			}
+		})
+	}
+}
+
+// TestGolden parses each testdata/*.txt and compares the canonical form, or
+// the errors, with testdata/*.golden. Run with -update to rewrite them.
+func TestGolden(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no testdata/*.txt")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			in, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			s, err := Parse(filepath.Base(file), strings.NewReader(string(in)))
+			if err != nil {
+				got = "error:\n" + err.Error() + "\n"
+			} else {
+				got = s.String()
+			}
+			golden := strings.TrimSuffix(file, ".txt") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", golden, diff)
+			}
+		})
+	}
+}
+
+var ignorePos = cmpopts.IgnoreTypes(Pos{})
+
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"",
+		"set a=1 b=c=d\nnodes 3 zone=a\npods 10 toleration=300\nat 90s stop zone=a count=2\nat 10m start zone=a\nrun 1h\n",
+		"nodes 1 zone=a # c\r\nat 0 start zone=a\n",
+		"pods 1 toleration=forever\nrun 1.5h\n",
+		"nodes x\nat -1s\nrun 0\nset --a=b\n",
+		"set a=\u00e9\u00a0b\n",
+		"nodes 2 zone=a.b_c\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		s, err := Parse("fuzz.txt", strings.NewReader(in))
+		if err != nil {
+			if s != nil {
+				t.Fatalf("Parse returned a script and an error")
+			}
+			return
+		}
+		out := s.String()
+		s2, err := Parse("fuzz.txt", strings.NewReader(out))
+		if err != nil {
+			t.Fatalf("canonical form does not parse: %v\ninput:\n%q\ncanonical:\n%q", err, in, out)
+		}
+		if diff := cmp.Diff(s.Statements, s2.Statements, ignorePos); diff != "" {
+			t.Fatalf("round trip changed the script (-first +second):\n%s\ncanonical:\n%q", diff, out)
+		}
+		if out2 := s2.String(); out2 != out {
+			t.Fatalf("canonical form is not stable:\n%q\n%q", out, out2)
+		}
+	})
+}
