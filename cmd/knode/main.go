@@ -46,7 +46,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCommand(), newUpCommand(), newAgentCommand(), newVersionCommand(), newKubeconfigCommand())
+	root.AddCommand(newServerCommand(), newUpCommand(), newAgentCommand(), newVersionCommand(), newKubeconfigCommand(), newSimCommand())
 	return root
 }
 

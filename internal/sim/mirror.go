@@ -1,0 +1,251 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"knode/internal/apiserver"
+	"knode/internal/controller/nodelifecycle"
+	"knode/internal/controller/tainteviction"
+	"knode/internal/storage"
+	"knode/internal/storage/memory"
+)
+
+var (
+	nodesGVR  = corev1.SchemeGroupVersion.WithResource("nodes")
+	podsGVR   = corev1.SchemeGroupVersion.WithResource("pods")
+	leasesGVR = coordinationv1.SchemeGroupVersion.WithResource("leases")
+)
+
+// mirror follows the store synchronously and keeps the nodes, node leases
+// and pods decoded, as informers would in a server, but without a
+// goroutine: refresh reads every change since the last one, so what the
+// mirror shows depends only on the writes made so far. Each change is
+// decoded once and handed to the observer; the components read the mirror
+// (the node lifecycle controller through its Source, taint eviction through
+// Lookup) and never list through the API.
+type mirror struct {
+	store *memory.Store
+	api   *apiserver.Server
+	rev   int64
+
+	nodePrefix, leasePrefix, podPrefix string
+
+	nodes  map[string]*corev1.Node
+	leases map[string]*coordinationv1.Lease
+	pods   map[types.NamespacedName]*corev1.Pod
+	// podsOn indexes pods by spec.nodeName.
+	podsOn map[string]map[types.NamespacedName]struct{}
+	// bound is the node each pod was bound to at the last NewlyBound.
+	bound map[types.UID]string
+
+	observer observer
+}
+
+// observer hears every change, in revision order; old is nil for a new
+// object and cur is nil for a deleted one.
+type observer interface {
+	nodeChanged(old, cur *corev1.Node)
+	podChanged(old, cur *corev1.Pod)
+}
+
+func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer) (*mirror, error) {
+	m := &mirror{
+		store: store, api: api, rev: rev, observer: o,
+		nodes: map[string]*corev1.Node{}, leases: map[string]*coordinationv1.Lease{},
+		pods: map[types.NamespacedName]*corev1.Pod{}, podsOn: map[string]map[types.NamespacedName]struct{}{},
+		bound: map[types.UID]string{},
+	}
+	for _, p := range []struct {
+		gvr schema.GroupVersionResource
+		to  *string
+		sub string
+	}{
+		{nodesGVR, &m.nodePrefix, ""},
+		{podsGVR, &m.podPrefix, ""},
+		{leasesGVR, &m.leasePrefix, corev1.NamespaceNodeLease + "/"},
+	} {
+		prefix, ok := api.StoragePrefix(p.gvr)
+		if !ok {
+			return nil, fmt.Errorf("sim: the API server does not serve %s", p.gvr)
+		}
+		*p.to = prefix + p.sub
+	}
+	return m, nil
+}
+
+// refresh applies every change written since the last call.
+func (m *mirror) refresh() error {
+	events, rev, err := m.store.Changes("/registry/", m.rev)
+	if err != nil {
+		return fmt.Errorf("sim: following the store: %w", err)
+	}
+	m.rev = rev
+	for i := range events {
+		if err := m.apply(&events[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *mirror) apply(ev *storage.Event) error {
+	key := ev.KV.Key
+	var gvr schema.GroupVersionResource
+	switch {
+	case strings.HasPrefix(key, m.nodePrefix):
+		gvr = nodesGVR
+	case strings.HasPrefix(key, m.podPrefix):
+		gvr = podsGVR
+	case strings.HasPrefix(key, m.leasePrefix):
+		gvr = leasesGVR
+	default:
+		return nil
+	}
+	var obj runtime.Object
+	if ev.Type == storage.Put {
+		var err error
+		if obj, err = m.api.DecodeStored(gvr, ev.KV.Value, ev.KV.ModRevision); err != nil {
+			return err
+		}
+	}
+	switch gvr {
+	case nodesGVR:
+		name := strings.TrimPrefix(key, m.nodePrefix)
+		old := m.nodes[name]
+		cur, _ := obj.(*corev1.Node)
+		if cur == nil {
+			delete(m.nodes, name)
+		} else {
+			m.nodes[name] = cur
+		}
+		m.observer.nodeChanged(old, cur)
+	case leasesGVR:
+		name := strings.TrimPrefix(key, m.leasePrefix)
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			m.leases[name] = l
+		} else {
+			delete(m.leases, name)
+		}
+	case podsGVR:
+		ns, name, _ := strings.Cut(strings.TrimPrefix(key, m.podPrefix), "/")
+		k := types.NamespacedName{Namespace: ns, Name: name}
+		old := m.pods[k]
+		cur, _ := obj.(*corev1.Pod)
+		if old != nil {
+			delete(m.podsOn[old.Spec.NodeName], k)
+		}
+		if cur == nil {
+			delete(m.pods, k)
+		} else {
+			m.pods[k] = cur
+			on := m.podsOn[cur.Spec.NodeName]
+			if on == nil {
+				on = map[types.NamespacedName]struct{}{}
+				m.podsOn[cur.Spec.NodeName] = on
+			}
+			on[k] = struct{}{}
+		}
+		m.observer.podChanged(old, cur)
+	}
+	return nil
+}
+
+// podsOnNode returns the pods bound to node, by key.
+func (m *mirror) podsOnNode(node string) []*corev1.Pod {
+	keys := make([]types.NamespacedName, 0, len(m.podsOn[node]))
+	for k := range m.podsOn[node] {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	out := make([]*corev1.Pod, len(keys))
+	for i, k := range keys {
+		out[i] = m.pods[k]
+	}
+	return out
+}
+
+func (m *mirror) lookup() tainteviction.Lookup {
+	return tainteviction.Lookup{
+		Node: func(name string) *corev1.Node { return m.nodes[name] },
+		Pod:  func(key types.NamespacedName) *corev1.Pod { return m.pods[key] },
+	}
+}
+
+// source is the node lifecycle controller's view of the mirror. Every read
+// refreshes it first, so the controller sees its own writes.
+type source struct{ m *mirror }
+
+var _ nodelifecycle.Source = source{}
+
+func (s source) Nodes(context.Context) ([]*corev1.Node, error) {
+	if err := s.m.refresh(); err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Node, 0, len(s.m.nodes))
+	for _, n := range s.m.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (s source) Leases(context.Context) (map[string]*coordinationv1.Lease, error) {
+	if err := s.m.refresh(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*coordinationv1.Lease, len(s.m.leases))
+	for name, l := range s.m.leases {
+		out[name] = l
+	}
+	return out, nil
+}
+
+func (s source) NewlyBound(context.Context) ([]*corev1.Pod, error) {
+	if err := s.m.refresh(); err != nil {
+		return nil, err
+	}
+	next := make(map[types.UID]string, len(s.m.bound))
+	var out []*corev1.Pod
+	for _, p := range s.m.pods {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		next[p.UID] = p.Spec.NodeName
+		if s.m.bound[p.UID] != p.Spec.NodeName {
+			out = append(out, p)
+		}
+	}
+	s.m.bound = next
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
+	})
+	return out, nil
+}
+
+func (s source) Node(_ context.Context, name string) (*corev1.Node, error) {
+	if err := s.m.refresh(); err != nil {
+		return nil, err
+	}
+	n, ok := s.m.nodes[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(nodesGVR.GroupResource(), name)
+	}
+	return n, nil
+}
+
+func (s source) PodsOnNode(_ context.Context, node string) ([]*corev1.Pod, error) {
+	if err := s.m.refresh(); err != nil {
+		return nil, err
+	}
+	return s.m.podsOnNode(node), nil
+}

@@ -1,0 +1,121 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"knode/internal/sim/script"
+)
+
+// PodRequests are what every scenario pod asks for.
+var PodRequests = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("10m"),
+	corev1.ResourceMemory: resource.MustParse("10Mi"),
+}
+
+// AddPods creates n pods in namespace default, named pod-<i> after those
+// created so far, for the scheduler to place. With tol.Given, each pod
+// tolerates the not-ready and unreachable NoExecute taints for
+// tol.Seconds (or for ever); otherwise DefaultTolerationSeconds admission
+// gives it the defaults.
+func (w *World) AddPods(n int, tol script.Toleration) error {
+	if err := w.start(); err != nil {
+		return err
+	}
+	for range n {
+		w.pods++
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "pod-" + strconv.Itoa(w.pods), Namespace: metav1.NamespaceDefault},
+			Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{
+					Name:      "app",
+					Image:     "registry.k8s.io/pause:3.10",
+					Resources: corev1.ResourceRequirements{Requests: PodRequests},
+				}},
+				Tolerations: tolerations(tol),
+			},
+		}
+		if _, err := w.admin.CoreV1().Pods(pod.Namespace).Create(w.ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		}
+	}
+	w.settle()
+	return w.err
+}
+
+func tolerations(tol script.Toleration) []corev1.Toleration {
+	if !tol.Given {
+		return nil
+	}
+	var seconds *int64
+	if !tol.Forever {
+		seconds = ptr.To(tol.Seconds)
+	}
+	var out []corev1.Toleration
+	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+		out = append(out, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds})
+	}
+	return out
+}
+
+// At sets zone's first count agents (all with 0) running or silent at
+// virtual time t, which must not have passed.
+func (w *World) At(t time.Duration, zone string, count int, running bool) error {
+	if t < w.Now() {
+		return fmt.Errorf("time %v has passed (virtual time is %v)", t, w.Now())
+	}
+	if err := w.start(); err != nil {
+		return err
+	}
+	w.after(t-w.Now(), func() {
+		if err := w.SetRunning(zone, count, running); err != nil {
+			w.fail(err)
+		}
+	})
+	return nil
+}
+
+// Run builds a World and replays the script in it.
+func Run(ctx context.Context, sc *script.Script, cfg Config) (*World, error) {
+	w, err := New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range sc.Statements {
+		if err := w.Exec(st); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("%s: %w", st.Pos(), err)
+		}
+	}
+	return w, nil
+}
+
+// Exec carries out one statement.
+func (w *World) Exec(st script.Statement) error {
+	switch st := st.(type) {
+	case script.Set:
+		for _, s := range st.Settings {
+			if err := w.Set(s.Name, s.Value); err != nil {
+				return fmt.Errorf("set: %w", err)
+			}
+		}
+		return nil
+	case script.Nodes:
+		return w.AddNodes(st.Zone, st.Count)
+	case script.Pods:
+		return w.AddPods(st.Count, st.Toleration)
+	case script.At:
+		return w.At(st.Time, st.Zone, st.Count, st.Action == script.Start)
+	case script.Run:
+		return w.RunFor(st.Duration)
+	default:
+		return fmt.Errorf("unknown statement %T", st)
+	}
+}

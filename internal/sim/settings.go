@@ -1,0 +1,131 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"knode/internal/admission/defaulttolerationseconds"
+	"knode/internal/agent"
+	"knode/internal/agent/lease"
+	"knode/internal/controller/nodelifecycle"
+)
+
+// Settings are what a scenario's `set` statements change, under the flag
+// names of the upstream component that owns each one.
+type Settings struct {
+	// kube-controller-manager
+	NodeMonitorPeriod         time.Duration
+	NodeMonitorGracePeriod    time.Duration
+	NodeStartupGracePeriod    time.Duration
+	NodeEvictionRate          float64
+	SecondaryNodeEvictionRate float64
+	UnhealthyZoneThreshold    float64
+	LargeClusterSizeThreshold int
+	// kube-apiserver (DefaultTolerationSeconds admission)
+	DefaultNotReadyTolerationSeconds    int64
+	DefaultUnreachableTolerationSeconds int64
+	// kubelet
+	NodeLeaseDurationSeconds  int32
+	NodeStatusUpdateFrequency time.Duration
+	NodeStatusReportFrequency time.Duration
+}
+
+// DefaultSettings are the upstream defaults knode documents.
+func DefaultSettings() Settings {
+	return Settings{
+		NodeMonitorPeriod:                   nodelifecycle.DefaultNodeMonitorPeriod,
+		NodeMonitorGracePeriod:              nodelifecycle.DefaultNodeMonitorGracePeriod,
+		NodeStartupGracePeriod:              nodelifecycle.DefaultNodeStartupGracePeriod,
+		NodeEvictionRate:                    nodelifecycle.DefaultNodeEvictionRate,
+		SecondaryNodeEvictionRate:           nodelifecycle.DefaultSecondaryNodeEvictionRate,
+		UnhealthyZoneThreshold:              nodelifecycle.DefaultUnhealthyZoneThreshold,
+		LargeClusterSizeThreshold:           nodelifecycle.DefaultLargeClusterSizeThreshold,
+		DefaultNotReadyTolerationSeconds:    defaulttolerationseconds.DefaultSeconds,
+		DefaultUnreachableTolerationSeconds: defaulttolerationseconds.DefaultSeconds,
+		NodeLeaseDurationSeconds:            lease.DefaultDurationSeconds,
+		NodeStatusUpdateFrequency:           agent.DefaultNodeStatusUpdateFrequency,
+		NodeStatusReportFrequency:           agent.DefaultNodeStatusReportFrequency,
+	}
+}
+
+// flags binds s to a flag set with the upstream names.
+func (s *Settings) flags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("set", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.DurationVar(&s.NodeMonitorPeriod, "node-monitor-period", s.NodeMonitorPeriod, "")
+	fs.DurationVar(&s.NodeMonitorGracePeriod, "node-monitor-grace-period", s.NodeMonitorGracePeriod, "")
+	fs.DurationVar(&s.NodeStartupGracePeriod, "node-startup-grace-period", s.NodeStartupGracePeriod, "")
+	fs.Float64Var(&s.NodeEvictionRate, "node-eviction-rate", s.NodeEvictionRate, "")
+	fs.Float64Var(&s.SecondaryNodeEvictionRate, "secondary-node-eviction-rate", s.SecondaryNodeEvictionRate, "")
+	fs.Float64Var(&s.UnhealthyZoneThreshold, "unhealthy-zone-threshold", s.UnhealthyZoneThreshold, "")
+	fs.IntVar(&s.LargeClusterSizeThreshold, "large-cluster-size-threshold", s.LargeClusterSizeThreshold, "")
+	fs.Int64Var(&s.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", s.DefaultNotReadyTolerationSeconds, "")
+	fs.Int64Var(&s.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", s.DefaultUnreachableTolerationSeconds, "")
+	fs.Int32Var(&s.NodeLeaseDurationSeconds, "node-lease-duration-seconds", s.NodeLeaseDurationSeconds, "")
+	fs.DurationVar(&s.NodeStatusUpdateFrequency, "node-status-update-frequency", s.NodeStatusUpdateFrequency, "")
+	fs.DurationVar(&s.NodeStatusReportFrequency, "node-status-report-frequency", s.NodeStatusReportFrequency, "")
+	return fs
+}
+
+// Set changes one setting by its flag name, with the flag's syntax.
+func (s *Settings) Set(name, value string) error {
+	fs := s.flags()
+	f := fs.Lookup(name)
+	if f == nil {
+		var names []string
+		fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+		return fmt.Errorf("unknown setting %q (known: %v)", name, names)
+	}
+	if err := fs.Set(name, value); err != nil {
+		return fmt.Errorf("%s=%s: %w", name, value, err)
+	}
+	return s.validate()
+}
+
+// validate checks what the components would refuse, naming the flag.
+func (s *Settings) validate() error {
+	positive := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"node-monitor-period", s.NodeMonitorPeriod},
+		{"node-monitor-grace-period", s.NodeMonitorGracePeriod},
+		{"node-startup-grace-period", s.NodeStartupGracePeriod},
+		{"node-status-update-frequency", s.NodeStatusUpdateFrequency},
+		{"node-status-report-frequency", s.NodeStatusReportFrequency},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return fmt.Errorf("%s=%v: must be greater than 0", p.name, p.v)
+		}
+	}
+	switch {
+	case s.NodeEvictionRate < 0:
+		return fmt.Errorf("node-eviction-rate=%v: must not be negative", s.NodeEvictionRate)
+	case s.SecondaryNodeEvictionRate < 0:
+		return fmt.Errorf("secondary-node-eviction-rate=%v: must not be negative", s.SecondaryNodeEvictionRate)
+	case s.UnhealthyZoneThreshold <= 0 || s.UnhealthyZoneThreshold > 1:
+		return fmt.Errorf("unhealthy-zone-threshold=%v: must be greater than 0 and at most 1", s.UnhealthyZoneThreshold)
+	case s.LargeClusterSizeThreshold < 0:
+		return fmt.Errorf("large-cluster-size-threshold=%v: must not be negative", s.LargeClusterSizeThreshold)
+	case s.DefaultNotReadyTolerationSeconds < 0:
+		return fmt.Errorf("default-not-ready-toleration-seconds=%v: must not be negative", s.DefaultNotReadyTolerationSeconds)
+	case s.DefaultUnreachableTolerationSeconds < 0:
+		return fmt.Errorf("default-unreachable-toleration-seconds=%v: must not be negative", s.DefaultUnreachableTolerationSeconds)
+	case s.NodeLeaseDurationSeconds <= 0:
+		return fmt.Errorf("node-lease-duration-seconds=%v: must be greater than 0", s.NodeLeaseDurationSeconds)
+	}
+	return nil
+}
+
+// explicitRate maps a rate flag to nodelifecycle.Config, where 0 means
+// "the default" and a negative rate means none.
+func explicitRate(r float64) float64 {
+	if r == 0 {
+		return -1
+	}
+	return r
+}

@@ -1,0 +1,590 @@
+// Package sim runs knode's own components in virtual time: scenarios that
+// rehearse node failures and eviction policy, hours of them in seconds,
+// with the same result on every run of the same seed.
+//
+// What it owns: a World made of a memory store, the real API server (the
+// real registries, authorization and admission chain of knode server), the
+// real node lifecycle controller, taint eviction controller and scheduler,
+// and N real agents (lease renewal, node status, pod worker) on the fake
+// host and the fake runtime, all on one virtual clock (internal/sim/vclock).
+// Clients reach the API server through internal/sim/inproc, over HTTP
+// semantics but without sockets, each agent as its own node identity.
+//
+// How time moves: every component's work is a timer on the virtual clock
+// whose callback calls the component's synchronous step (the same step its
+// Run loop calls in a server): the agent's lease Step, SyncStatus and pod
+// worker Sync; the lifecycle controller's monitor and tainting passes; the
+// scheduler's Step; taint eviction's Observe. Callbacks run one at a time,
+// in order of due time, ties in the order they were set, on the caller's
+// goroutine. After each one the World reads the store's new changes (see
+// mirror) and sets zero-delay timers for the components they concern,
+// which is how a server's watches would wake them. Nothing waits on real
+// time, and nothing runs concurrently, so a seed fixes the outcome.
+//
+// Where it departs from a server, on purpose: the pod worker syncs when
+// its pods change and when the fake runtime has something due, not on its
+// 10 s resync as well; the lifecycle controller and taint eviction read a
+// synchronous mirror of the store instead of informers; and the scheduler
+// writes one binding at a time.
+//
+// What callers must do: use one World from one goroutine.
+package sim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"knode/internal/admission/defaulttolerationseconds"
+	"knode/internal/apiserver"
+	"knode/internal/auth"
+	"knode/internal/controller/nodelifecycle"
+	"knode/internal/controller/tainteviction"
+	"knode/internal/scheduler"
+	"knode/internal/server"
+	"knode/internal/sim/inproc"
+	"knode/internal/sim/timeline"
+	"knode/internal/sim/vclock"
+	"knode/internal/storage/memory"
+	"knode/internal/version"
+)
+
+// Epoch is virtual time zero.
+var Epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// SampleInterval is how often the timeline is sampled.
+const SampleInterval = 10 * time.Second
+
+// compactInterval is how often the store's history is compacted.
+const compactInterval = 5 * time.Minute
+
+// Config builds a World.
+type Config struct {
+	// Seed fixes every random choice (the agents' jitter).
+	Seed uint64
+	// Settings are the component settings; the zero value means
+	// DefaultSettings().
+	Settings *Settings
+	// Logger receives the components' logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// World is one simulated cluster.
+type World struct {
+	cfg      Config
+	settings Settings
+	log      *slog.Logger
+	ctx      context.Context
+	clk      *vclock.Clock
+	store    *memory.Store
+	api      *apiserver.Server
+	admin    kubernetes.Interface
+	mirror   *mirror
+	nlc      *nodelifecycle.Controller
+	evictor  *tainteviction.Controller
+	sched    *scheduler.Scheduler
+
+	agents []*simAgent
+	byName map[string]*simAgent
+	zones  map[string][]*simAgent
+	pods   int
+
+	// kicks are the zero-delay timers already set, by component.
+	kicks map[string]bool
+	// changedNodes and changedPods wait for taint eviction's next Observe.
+	changedNodes map[string]bool
+	changedPods  map[types.NamespacedName]bool
+	evictTimer   clock.Timer
+	evictAt      time.Time
+	schedTimer   clock.Timer
+	schedAt      time.Time
+
+	// evicted counts, per zone, the pods taint eviction deleted.
+	evicted     map[string]int
+	evictedUIDs map[types.UID]bool
+	samples     []timeline.Row
+	nextSample  time.Duration
+	err         error
+}
+
+// New builds a World at virtual time zero with no nodes.
+func New(ctx context.Context, cfg Config) (*World, error) {
+	w := &World{
+		cfg: cfg, ctx: ctx, settings: DefaultSettings(), log: cfg.Logger,
+		clk: vclock.New(Epoch), store: memory.New(memory.Config{}),
+		byName: map[string]*simAgent{}, zones: map[string][]*simAgent{}, kicks: map[string]bool{},
+		changedNodes: map[string]bool{}, changedPods: map[types.NamespacedName]bool{},
+		evicted: map[string]int{}, evictedUIDs: map[types.UID]bool{},
+	}
+	if cfg.Settings != nil {
+		w.settings = *cfg.Settings
+		if err := w.settings.validate(); err != nil {
+			return nil, err
+		}
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var api *apiserver.Server
+	authz, nodeRestriction := server.NodeAccess(func() *apiserver.Server { return api })
+	priority, err := server.PriorityAdmission(func() *apiserver.Server { return api })
+	if err != nil {
+		return nil, err
+	}
+	api, err = apiserver.New(apiserver.Config{
+		Storage:       w.store,
+		Kinds:         server.Kinds(),
+		Authenticator: identities{},
+		Authorizer:    authz,
+		Admission: []apiserver.Admitter{
+			nodeRestriction,
+			priority,
+			defaulttolerationseconds.New(defaulttolerationseconds.Config{
+				NotReadyTolerationSeconds:    &w.settings.DefaultNotReadyTolerationSeconds,
+				UnreachableTolerationSeconds: &w.settings.DefaultUnreachableTolerationSeconds,
+			}),
+		},
+		Clock:   w.clk,
+		Version: version.Info(),
+		Logger:  w.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.api = api
+	if err := api.EnsureNamespaces(ctx); err != nil {
+		return nil, err
+	}
+	if w.admin, err = w.client(adminToken); err != nil {
+		return nil, err
+	}
+	if w.mirror, err = newMirror(w.store, api, 1, w); err != nil {
+		return nil, err
+	}
+	if err := w.mirror.refresh(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Settings returns the settings in effect.
+func (w *World) Settings() Settings { return w.settings }
+
+// Now is the virtual time elapsed since Epoch.
+func (w *World) Now() time.Duration { return w.clk.Now().Sub(Epoch) }
+
+// started reports whether the controllers run yet; settings are fixed
+// from then on.
+func (w *World) started() bool { return w.nlc != nil }
+
+// Set changes one setting; only before the first node, pod or run.
+func (w *World) Set(name, value string) error {
+	if w.started() {
+		return errors.New("settings must come before the first nodes, pods, at or run statement")
+	}
+	return w.settings.Set(name, value)
+}
+
+// start builds the controllers and sets their timers, once.
+func (w *World) start() error {
+	if w.started() {
+		return nil
+	}
+	s := w.settings
+	nlc, err := nodelifecycle.New(nodelifecycle.Config{
+		Client:                    w.admin,
+		Source:                    source{w.mirror},
+		Clock:                     w.clk,
+		NodeMonitorPeriod:         s.NodeMonitorPeriod,
+		NodeMonitorGracePeriod:    s.NodeMonitorGracePeriod,
+		NodeStartupGracePeriod:    s.NodeStartupGracePeriod,
+		NodeEvictionRate:          explicitRate(s.NodeEvictionRate),
+		SecondaryNodeEvictionRate: explicitRate(s.SecondaryNodeEvictionRate),
+		UnhealthyZoneThreshold:    s.UnhealthyZoneThreshold,
+		LargeClusterSizeThreshold: s.LargeClusterSizeThreshold,
+		Workers:                   1,
+		Logger:                    w.log,
+	})
+	if err != nil {
+		return err
+	}
+	evictor, err := tainteviction.New(tainteviction.Config{Client: w.admin, Clock: w.clk, Logger: w.log})
+	if err != nil {
+		return err
+	}
+	sched, err := scheduler.New(scheduler.Config{Client: w.admin, Clock: w.clk, Logger: w.log})
+	if err != nil {
+		return err
+	}
+	w.nlc, w.evictor, w.sched = nlc, evictor, sched
+	// What happened before the controllers existed reaches them now.
+	for _, name := range sortedKeys(w.mirror.nodes) {
+		w.nodeChanged(nil, w.mirror.nodes[name])
+	}
+	w.every(s.NodeMonitorPeriod, "node monitor pass", nlc.MonitorNodeHealth)
+	w.every(s.NodeMonitorPeriod, "NoSchedule tainting pass", nlc.DoNoScheduleTaintingPass)
+	w.every(nodelifecycle.NoExecuteTaintingPeriod, "NoExecute tainting pass", nlc.DoNoExecuteTaintingPass)
+	w.every(compactInterval, "compaction", func(ctx context.Context) error {
+		return w.store.Compact(ctx, w.mirror.rev)
+	})
+	return nil
+}
+
+// every runs step now and then every period, as a component's Run loop
+// would.
+func (w *World) every(period time.Duration, what string, step func(context.Context) error) {
+	var tick func()
+	tick = func() {
+		if err := step(w.ctx); err != nil {
+			w.log.Warn(what+" failed", "err", err)
+		}
+		w.after(period, tick)
+	}
+	w.after(0, tick)
+}
+
+// after runs fn on the virtual clock after d, then takes in what fn wrote.
+func (w *World) after(d time.Duration, fn func()) clock.Timer {
+	return w.clk.AfterFunc(d, func() {
+		if w.err != nil {
+			return
+		}
+		fn()
+		w.settle()
+	})
+}
+
+// settle reads the store's new changes and wakes the components they
+// concern.
+func (w *World) settle() {
+	if err := w.mirror.refresh(); err != nil {
+		w.fail(err)
+		return
+	}
+	if !w.started() {
+		return
+	}
+	if len(w.changedNodes) > 0 || len(w.changedPods) > 0 {
+		w.kick("taint eviction", w.observeTaints)
+	}
+	if st := w.sched.Stats(); st.Active > 0 {
+		w.kick("scheduler", w.schedule)
+	}
+}
+
+func (w *World) fail(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// kick sets a zero-delay timer for fn unless one is already set.
+func (w *World) kick(name string, fn func()) {
+	if w.kicks[name] {
+		return
+	}
+	w.kicks[name] = true
+	w.after(0, func() {
+		delete(w.kicks, name)
+		fn()
+	})
+}
+
+// nodeChanged implements observer.
+func (w *World) nodeChanged(old, cur *corev1.Node) {
+	if !w.started() {
+		return
+	}
+	name := ""
+	switch {
+	case cur != nil:
+		name = cur.Name
+		if old == nil {
+			w.sched.NodeHandler().OnAdd(cur, false)
+		} else {
+			w.sched.NodeHandler().OnUpdate(old, cur)
+		}
+	case old != nil:
+		name = old.Name
+		w.sched.NodeHandler().OnDelete(old)
+	}
+	if old == nil || cur == nil || !equality.Semantic.DeepEqual(tainteviction.NoExecuteTaints(old.Spec.Taints), tainteviction.NoExecuteTaints(cur.Spec.Taints)) {
+		w.changedNodes[name] = true
+	}
+}
+
+// podChanged implements observer.
+func (w *World) podChanged(old, cur *corev1.Pod) {
+	w.countEviction(cur, old)
+	if !w.started() {
+		return
+	}
+	p := cur
+	switch {
+	case cur != nil && old == nil:
+		w.sched.PodHandler().OnAdd(cur, false)
+	case cur != nil:
+		w.sched.PodHandler().OnUpdate(old, cur)
+	default:
+		p = old
+		w.sched.PodHandler().OnDelete(old)
+	}
+	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	if old == nil || cur == nil || old.Spec.NodeName != cur.Spec.NodeName || !equality.Semantic.DeepEqual(old.Spec.Tolerations, cur.Spec.Tolerations) {
+		w.changedPods[key] = true
+	}
+	for _, node := range []string{nodeOf(old), nodeOf(cur)} {
+		if a := w.byName[node]; a != nil {
+			a.kickWorker()
+		}
+	}
+}
+
+func nodeOf(p *corev1.Pod) string {
+	if p == nil {
+		return ""
+	}
+	return p.Spec.NodeName
+}
+
+// countEviction counts a pod the first time it is seen deleted by taint
+// eviction (its DisruptionTarget condition says so), in its node's zone.
+func (w *World) countEviction(cur, old *corev1.Pod) {
+	p := cur
+	if p == nil {
+		p = old
+		if p == nil {
+			return
+		}
+	} else if p.DeletionTimestamp == nil {
+		return
+	}
+	if w.evictedUIDs[p.UID] {
+		return
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == tainteviction.ConditionReason {
+			w.evictedUIDs[p.UID] = true
+			w.evicted[w.zoneOf(p.Spec.NodeName)]++
+			return
+		}
+	}
+}
+
+func (w *World) zoneOf(node string) string {
+	if a := w.byName[node]; a != nil {
+		return a.zone
+	}
+	if n := w.mirror.nodes[node]; n != nil {
+		return n.Labels[corev1.LabelTopologyZone]
+	}
+	return ""
+}
+
+// observeTaints hands taint eviction what changed, then sets a timer for
+// its next due deletion.
+func (w *World) observeTaints() {
+	nodes := sortedKeys(w.changedNodes)
+	pods := make([]types.NamespacedName, 0, len(w.changedPods))
+	for k := range w.changedPods {
+		pods = append(pods, k)
+	}
+	clear(w.changedNodes)
+	clear(w.changedPods)
+	if err := w.evictor.Observe(w.ctx, w.mirror.lookup(), nodes, pods); err != nil {
+		w.log.Warn("taint eviction pass failed", "err", err)
+	}
+	at, ok := w.evictor.NextDue()
+	if !ok || (w.evictTimer != nil && w.evictAt.Equal(at)) {
+		return
+	}
+	if w.evictTimer != nil {
+		w.evictTimer.Stop()
+	}
+	w.evictAt = at
+	w.evictTimer = w.after(at.Sub(w.clk.Now()), func() {
+		w.evictTimer = nil
+		w.observeTaints()
+	})
+}
+
+// schedule runs the scheduler's step, then sets a timer for its next
+// backoff.
+func (w *World) schedule() {
+	next, ok, err := w.sched.Step(w.ctx)
+	if err != nil {
+		w.log.Warn("scheduling failed", "err", err)
+	}
+	if !ok || (w.schedTimer != nil && w.schedAt.Equal(next)) {
+		return
+	}
+	if w.schedTimer != nil {
+		w.schedTimer.Stop()
+	}
+	w.schedAt = next
+	w.schedTimer = w.after(next.Sub(w.clk.Now()), func() {
+		w.schedTimer = nil
+		w.schedule()
+	})
+}
+
+// RunFor advances virtual time by d, running everything due, and samples
+// the timeline every SampleInterval.
+func (w *World) RunFor(d time.Duration) error {
+	if err := w.start(); err != nil {
+		return err
+	}
+	end := w.clk.Now().Add(d)
+	for w.err == nil {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		// A sample at time t shows the state after everything due at or
+		// before t.
+		sampleAt := Epoch.Add(w.nextSample)
+		if next, ok := w.clk.Next(); ok && !next.After(end) && !next.After(sampleAt) {
+			w.clk.Step()
+			continue
+		}
+		if sampleAt.After(end) {
+			break
+		}
+		w.clk.AdvanceTo(sampleAt)
+		w.sample()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	w.clk.AdvanceTo(end)
+	return nil
+}
+
+// sample records one row per zone at the current time.
+func (w *World) sample() {
+	w.samples = append(w.samples, w.Snapshot()...)
+	w.nextSample += SampleInterval
+}
+
+// Samples returns the timeline so far.
+func (w *World) Samples() []timeline.Row { return w.samples }
+
+// Snapshot counts every zone now, zones in name order.
+func (w *World) Snapshot() []timeline.Row {
+	byZone := map[string]*timeline.Row{}
+	get := func(zone string) *timeline.Row {
+		s := byZone[zone]
+		if s == nil {
+			s = &timeline.Row{TimeS: int64(w.Now() / time.Second), Zone: zone, PodsEvicted: w.evicted[zone]}
+			byZone[zone] = s
+		}
+		return s
+	}
+	for zone := range w.zones {
+		get(zone)
+	}
+	for _, n := range w.mirror.nodes {
+		s := get(n.Labels[corev1.LabelTopologyZone])
+		s.Nodes++
+		switch readyStatus(n) {
+		case corev1.ConditionTrue:
+			s.Ready++
+		case corev1.ConditionFalse:
+			s.NotReady++
+		default:
+			s.Unknown++
+		}
+		if len(tainteviction.NoExecuteTaints(n.Spec.Taints)) > 0 {
+			s.NoExecuteTainted++
+		}
+	}
+	for _, p := range w.mirror.pods {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		get(w.zoneOf(p.Spec.NodeName)).Pods++
+	}
+	out := make([]timeline.Row, 0, len(byZone))
+	for _, zone := range sortedKeys(byZone) {
+		out = append(out, *byZone[zone])
+	}
+	return out
+}
+
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return corev1.ConditionUnknown
+}
+
+// Close releases the store.
+func (w *World) Close() error { return w.store.Close() }
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// adminToken and nodeTokenPrefix are the bearer tokens of the World's
+// identities: the controllers act as a system:masters user, each agent as
+// its node.
+const (
+	adminToken      = "sim-admin"
+	nodeTokenPrefix = "sim-node:"
+)
+
+// identities authenticates the World's clients.
+type identities struct{}
+
+func (identities) Authenticate(r *http.Request) (*auth.User, bool, error) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return nil, false, nil
+	}
+	if token == adminToken {
+		return &auth.User{Name: "system:kube-controller-manager", Groups: []string{"system:masters", "system:authenticated"}}, true, nil
+	}
+	if node, ok := strings.CutPrefix(token, nodeTokenPrefix); ok && node != "" {
+		return &auth.User{Name: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}, true, nil
+	}
+	return nil, false, nil
+}
+
+// client is a clientset acting as token, over the in-process transport,
+// speaking protobuf as the components of a cluster do.
+func (w *World) client(token string) (kubernetes.Interface, error) {
+	return kubernetes.NewForConfig(&rest.Config{
+		Host:        "http://knode-sim",
+		BearerToken: token,
+		QPS:         -1,
+		Transport:   &inproc.Transport{Handler: w.api},
+		ContentConfig: rest.ContentConfig{
+			ContentType:        "application/vnd.kubernetes.protobuf",
+			AcceptContentTypes: "application/vnd.kubernetes.protobuf,application/json",
+		},
+	})
+}
+
+// agentRand is agent i's random source, fixed by the seed.
+func (w *World) agentRand(i int) func() float64 {
+	return rand.New(rand.NewPCG(w.cfg.Seed, uint64(i)+1)).Float64
+}

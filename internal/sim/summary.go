@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"knode/internal/sim/timeline"
+)
+
+// ZoneSummary is what happened to one zone over a timeline.
+type ZoneSummary struct {
+	Zone  string
+	Nodes int
+	// MaxSilent is the most nodes not Ready (Unknown or False) at once.
+	MaxSilent int
+	// MaxTainted is the most nodes with a NoExecute taint at once;
+	// FirstTainted and AllTainted are when the first of them was seen and
+	// when MaxTainted was first reached (zero when none was).
+	MaxTainted               int
+	FirstTainted, AllTainted time.Duration
+	// Evicted is the number of pods deleted by taint eviction, the first
+	// of them seen at FirstEvicted.
+	Evicted      int
+	FirstEvicted time.Duration
+	// Pods is the pods bound in the zone at the end.
+	Pods int
+}
+
+// TaintRate is the observed rate of NoExecute tainting in nodes a second,
+// from the first tainted node to the last; 0 with fewer than two.
+func (z ZoneSummary) TaintRate() float64 {
+	if z.MaxTainted < 2 || z.AllTainted <= z.FirstTainted {
+		return 0
+	}
+	return float64(z.MaxTainted-1) / (z.AllTainted - z.FirstTainted).Seconds()
+}
+
+// Summarize reduces a timeline to one summary per zone, in zone order.
+func Summarize(rows []timeline.Row) []ZoneSummary {
+	byZone := map[string]*ZoneSummary{}
+	sorted := append([]timeline.Row(nil), rows...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].TimeS < sorted[j].TimeS })
+	for _, r := range sorted {
+		z := byZone[r.Zone]
+		if z == nil {
+			z = &ZoneSummary{Zone: r.Zone}
+			byZone[r.Zone] = z
+		}
+		at := time.Duration(r.TimeS) * time.Second
+		z.Nodes, z.Pods, z.Evicted = r.Nodes, r.Pods, r.PodsEvicted
+		z.MaxSilent = max(z.MaxSilent, r.NotReady+r.Unknown)
+		if r.NoExecuteTainted > 0 && z.MaxTainted == 0 {
+			z.FirstTainted = at
+		}
+		if r.NoExecuteTainted > z.MaxTainted {
+			z.MaxTainted, z.AllTainted = r.NoExecuteTainted, at
+		}
+		if r.PodsEvicted > 0 && z.FirstEvicted == 0 {
+			z.FirstEvicted = at
+		}
+	}
+	out := make([]ZoneSummary, 0, len(byZone))
+	for _, zone := range sortedKeys(byZone) {
+		out = append(out, *byZone[zone])
+	}
+	return out
+}
+
+// WriteSummary prints the summaries, one line per zone.
+func WriteSummary(w io.Writer, zones []ZoneSummary) error {
+	for _, z := range zones {
+		line := fmt.Sprintf("zone %s: %d nodes, at most %d not Ready", z.Zone, z.Nodes, z.MaxSilent)
+		switch {
+		case z.MaxTainted == 0:
+			line += ", none tainted NoExecute"
+		case z.MaxTainted == 1:
+			line += fmt.Sprintf(", 1 tainted NoExecute at %v", z.FirstTainted)
+		default:
+			line += fmt.Sprintf(", %d tainted NoExecute from %v to %v (%.3g nodes/s)", z.MaxTainted, z.FirstTainted, z.AllTainted, z.TaintRate())
+		}
+		if z.Evicted == 0 {
+			line += ", no pod evicted"
+		} else {
+			line += fmt.Sprintf(", %d pods evicted from %v", z.Evicted, z.FirstEvicted)
+		}
+		line += fmt.Sprintf(", %d pods running at the end\n", z.Pods)
+		if _, err := io.WriteString(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
