@@ -138,11 +138,17 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 	if w.log == nil {
 		w.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	return w, nil
+}
+
+// build makes the API server, the clients and the mirror, with the
+// settings in effect.
+func (w *World) build() error {
 	var api *apiserver.Server
 	authz, nodeRestriction := server.NodeAccess(func() *apiserver.Server { return api })
 	priority, err := server.PriorityAdmission(func() *apiserver.Server { return api })
 	if err != nil {
-		return nil, err
+		return err
 	}
 	api, err = apiserver.New(apiserver.Config{
 		Storage:       w.store,
@@ -162,22 +168,22 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		Logger:  w.log,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	w.api = api
-	if err := api.EnsureNamespaces(ctx); err != nil {
-		return nil, err
+	if err := api.EnsureNamespaces(w.ctx); err != nil {
+		return err
 	}
 	if w.admin, err = w.client(adminToken); err != nil {
-		return nil, err
+		return err
 	}
 	if w.mirror, err = newMirror(w.store, api, 1, w); err != nil {
-		return nil, err
+		return err
 	}
 	if err := w.mirror.refresh(); err != nil {
-		return nil, err
+		return err
 	}
-	return w, nil
+	return nil
 }
 
 // Settings returns the settings in effect.
@@ -202,6 +208,9 @@ func (w *World) Set(name, value string) error {
 func (w *World) start() error {
 	if w.started() {
 		return nil
+	}
+	if err := w.build(); err != nil {
+		return err
 	}
 	s := w.settings
 	nlc, err := nodelifecycle.New(nodelifecycle.Config{

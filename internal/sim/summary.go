@@ -75,8 +75,8 @@ func WriteSummary(w io.Writer, zones []ZoneSummary) error {
 		switch {
 		case z.MaxTainted == 0:
 			line += ", none tainted NoExecute"
-		case z.MaxTainted == 1:
-			line += fmt.Sprintf(", 1 tainted NoExecute at %v", z.FirstTainted)
+		case z.TaintRate() == 0:
+			line += fmt.Sprintf(", %d tainted NoExecute at %v", z.MaxTainted, z.FirstTainted)
 		default:
 			line += fmt.Sprintf(", %d tainted NoExecute from %v to %v (%.3g nodes/s)", z.MaxTainted, z.FirstTainted, z.AllTainted, z.TaintRate())
 		}

@@ -1,0 +1,191 @@
+package sim_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"knode/internal/sim"
+	"knode/internal/sim/script"
+	"knode/internal/sim/timeline"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden timelines and summaries")
+
+// replayed caches run's results: the golden test and the checks of the
+// documented numbers read the same long examples.
+var replayed = map[string]struct {
+	csv     []byte
+	summary string
+}{}
+
+// run replays a script file and returns its timeline and summary.
+func run(t *testing.T, path string, seed uint64) ([]byte, string) {
+	t.Helper()
+	key := fmt.Sprintf("%s@%d", path, seed)
+	if r, ok := replayed[key]; ok {
+		return r.csv, r.summary
+	}
+	csv, summary := replay(t, path, seed)
+	replayed[key] = struct {
+		csv     []byte
+		summary string
+	}{csv, summary}
+	return csv, summary
+}
+
+func replay(t *testing.T, path string, seed uint64) ([]byte, string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc, err := script.Parse(filepath.Base(path), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sim.Run(context.Background(), sc, sim.Config{Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var csv, summary bytes.Buffer
+	if err := timeline.WriteCSV(&csv, w.Samples()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.WriteSummary(&summary, sim.Summarize(w.Samples())); err != nil {
+		t.Fatal(err)
+	}
+	return csv.Bytes(), summary.String()
+}
+
+// golden compares got with the file, or rewrites it with -update.
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/sim -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs (-want +got; rerun with -update if the change is intended):\n%s", path, diff)
+	}
+}
+
+// scenarios are the golden scripts: testdata's own and the shipped
+// examples. The long examples are skipped under -short.
+func scenarios(t *testing.T) []string {
+	own, _ := filepath.Glob("testdata/*.txt")
+	examples, _ := filepath.Glob("../../examples/sim/*.txt")
+	if len(own) == 0 || len(examples) < 5 {
+		t.Fatalf("found %d test scripts and %d examples", len(own), len(examples))
+	}
+	return append(own, examples...)
+}
+
+func TestGolden(t *testing.T) {
+	for _, path := range scenarios(t) {
+		name := strings.TrimSuffix(filepath.Base(path), ".txt")
+		t.Run(name, func(t *testing.T) {
+			if testing.Short() && strings.Contains(path, "examples") {
+				t.Skip("long example")
+			}
+			csv, summary := run(t, path, 1)
+			golden(t, filepath.Join("testdata", "golden", name+".csv"), csv)
+			golden(t, filepath.Join("testdata", "golden", name+".summary"), []byte(summary))
+		})
+	}
+}
+
+func TestSameSeedSameTimeline(t *testing.T) {
+	path := "testdata/stop-start.txt"
+	first, _ := replay(t, path, 7)
+	second, _ := replay(t, path, 7)
+	if !bytes.Equal(first, second) {
+		t.Fatalf("two runs with seed 7 differ:\n%s", cmp.Diff(string(first), string(second)))
+	}
+}
+
+// zones reads the summary of each zone of an example.
+func zones(t *testing.T, example string) map[string]sim.ZoneSummary {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("long example")
+	}
+	csv, _ := run(t, filepath.Join("../../examples/sim", example+".txt"), 1)
+	rows, err := timeline.ReadCSV(bytes.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]sim.ZoneSummary{}
+	for _, z := range sim.Summarize(rows) {
+		out[z.Zone] = z
+	}
+	return out
+}
+
+// The documented numbers, checked on the shipped examples.
+
+func TestDeadZoneTaintedAtPrimaryRate(t *testing.T) {
+	z := zones(t, "zone-outage")
+	b := z["b"]
+	if b.MaxTainted != 100 || b.TaintRate() < 0.095 || b.TaintRate() > 0.105 {
+		t.Errorf("zone b: %d tainted at %.4f/s, want 100 at 0.1/s", b.MaxTainted, b.TaintRate())
+	}
+	if b.Evicted != 100 {
+		t.Errorf("zone b: %d pods evicted, want all 100", b.Evicted)
+	}
+	for _, name := range []string{"a", "c"} {
+		if z[name].MaxTainted != 0 || z[name].Evicted != 0 || z[name].Pods != 100 {
+			t.Errorf("healthy zone %s: %+v", name, z[name])
+		}
+	}
+}
+
+func TestLargeZonePartialDisruptionAtSecondaryRate(t *testing.T) {
+	a := zones(t, "partial-large-zone")["a"]
+	if a.MaxTainted != 60 || a.TaintRate() < 0.0095 || a.TaintRate() > 0.0105 {
+		t.Errorf("zone a: %d tainted at %.5f/s, want 60 at 0.01/s", a.MaxTainted, a.TaintRate())
+	}
+}
+
+func TestSmallZonePartialDisruptionNotTainted(t *testing.T) {
+	a := zones(t, "partial-small-zone")["a"]
+	if a.MaxSilent != 12 || a.MaxTainted != 0 || a.Evicted != 0 {
+		t.Errorf("zone a: %d silent, %d tainted, %d evicted; want 12, 0, 0", a.MaxSilent, a.MaxTainted, a.Evicted)
+	}
+}
+
+func TestEveryNodeSilentNothingTainted(t *testing.T) {
+	for name, z := range zones(t, "control-plane-partition") {
+		if z.MaxSilent != 20 || z.MaxTainted != 0 || z.Evicted != 0 || z.Pods != 40 {
+			t.Errorf("zone %s: %+v; want 20 silent, nothing tainted or evicted, 40 pods", name, z)
+		}
+	}
+}
+
+func TestPodsLeave300sAfterTaint(t *testing.T) {
+	a := zones(t, "one-node-dies")["a"]
+	if a.MaxTainted != 1 || a.Evicted != 10 {
+		t.Fatalf("zone a: %d tainted, %d evicted; want 1 and its 10 pods", a.MaxTainted, a.Evicted)
+	}
+	// Samples are 10 s apart: the taint and the eviction each land in the
+	// sample after they happen.
+	if got := a.FirstEvicted - a.FirstTainted; got != 300*time.Second {
+		t.Errorf("pods evicted %v after the taint, want 300s", got)
+	}
+}
