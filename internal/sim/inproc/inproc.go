@@ -18,6 +18,7 @@ package inproc
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"sync"
@@ -112,8 +113,10 @@ func (w *recorder) Write(p []byte) (int, error) {
 func (w *recorder) Flush() {}
 
 // stream serves a watch on its own goroutine and returns once the handler
-// has written its header.
+// has written its header. Closing the body ends the handler's context, as
+// a closed connection does for a real server.
 func (t *Transport) stream(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
 	pr, pw := io.Pipe()
 	w := &streamWriter{header: http.Header{}, pipe: pw, started: make(chan struct{})}
 	go func() {
@@ -121,7 +124,7 @@ func (t *Transport) stream(req *http.Request) (*http.Response, error) {
 			w.start(http.StatusOK)
 			pw.Close()
 		}()
-		t.Handler.ServeHTTP(w, serverRequest(req))
+		t.Handler.ServeHTTP(w, serverRequest(req.WithContext(ctx)))
 	}()
 	<-w.started
 	resp := &http.Response{
@@ -131,7 +134,7 @@ func (t *Transport) stream(req *http.Request) (*http.Response, error) {
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        w.sent,
-		Body:          &watchBody{pipe: pr, done: req.Context().Done()},
+		Body:          &watchBody{pr: pr, pw: pw, cancel: cancel},
 		ContentLength: -1,
 		Request:       req,
 	}
@@ -167,14 +170,18 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 
 func (w *streamWriter) Flush() { w.start(http.StatusOK) }
 
-// watchBody ends the stream when the reader closes it.
+// watchBody ends the stream, and the handler, when the reader closes it.
+// Once closed it reads as io.EOF, the end client-go's watchers take
+// quietly, and the handler's writes fail.
 type watchBody struct {
-	pipe *io.PipeReader
-	done <-chan struct{}
+	pr     *io.PipeReader
+	pw     *io.PipeWriter
+	cancel context.CancelFunc
 }
 
-func (b *watchBody) Read(p []byte) (int, error) { return b.pipe.Read(p) }
+func (b *watchBody) Read(p []byte) (int, error) { return b.pr.Read(p) }
 
 func (b *watchBody) Close() error {
-	return b.pipe.CloseWithError(io.ErrClosedPipe)
+	b.cancel()
+	return b.pw.Close()
 }
