@@ -214,6 +214,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// Impersonate-* headers: from here on the request acts as the
+	// impersonated user, if the authenticated one may impersonate it.
+	if user, err = auth.Impersonate(r.Context(), r, user, s.cfg.Authorizer); err != nil {
+		writeError(w, err)
+		return
+	}
 	ctx := auth.WithUser(r.Context(), user)
 	r = r.WithContext(ctx)
 	attrs := auth.RequestAttributes(r)
