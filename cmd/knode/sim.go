@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,12 +21,12 @@ func newSimCommand() *cobra.Command {
 		Use:   "sim",
 		Short: "Simulate nodes: scenarios in virtual time, or a fleet of agents against a live server",
 	}
-	cmd.AddCommand(newSimRunCommand())
+	cmd.AddCommand(newSimRunCommand(), newSimFleetCommand())
 	return cmd
 }
 
 func newSimRunCommand() *cobra.Command {
-	var out string
+	var out, cpuProfile string
 	var seed uint64
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -52,6 +53,17 @@ language.`,
 			// The simulator allocates much and lives briefly: trade memory
 			// for fewer collections.
 			debug.SetGCPercent(400)
+			if cpuProfile != "" {
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pf.Close()
+				defer pprof.StopCPUProfile()
+			}
 			start := time.Now()
 			w, err := sim.Run(cmd.Context(), sc, sim.Config{Seed: seed})
 			if err != nil {
@@ -73,6 +85,7 @@ language.`,
 	}
 	cmd.Flags().StringVar(&out, "out", "", "directory to write timeline.csv and timeline.svg to (created if missing)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of every random choice")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return cmd
 }
 
