@@ -117,8 +117,8 @@ func (f *serverFlags) config() (server.Config, error) {
 		NodeLifecycle: nodelifecycle.Config{
 			NodeMonitorGracePeriod:    f.nodeMonitorGrace,
 			NodeStartupGracePeriod:    f.nodeStartupGrace,
-			NodeEvictionRate:          explicitRate(f.evictionRate),
-			SecondaryNodeEvictionRate: explicitRate(f.secondaryRate),
+			NodeEvictionRate:          nodelifecycle.RateFlag(f.evictionRate),
+			SecondaryNodeEvictionRate: nodelifecycle.RateFlag(f.secondaryRate),
 			UnhealthyZoneThreshold:    f.unhealthyThreshold,
 			LargeClusterSizeThreshold: f.largeClusterSize,
 		},
@@ -239,15 +239,6 @@ func newUpCommand() *cobra.Command {
 	}
 	f.register(cmd.Flags(), defaultDataDir())
 	return cmd
-}
-
-// explicitRate maps a rate flag to the controller's config, where zero
-// means "the default" and a negative rate means none.
-func explicitRate(r float64) float64 {
-	if r == 0 {
-		return -1
-	}
-	return r
 }
 
 // logger is the process's structured logger.

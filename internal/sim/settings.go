@@ -120,12 +120,3 @@ func (s *Settings) validate() error {
 	}
 	return nil
 }
-
-// explicitRate maps a rate flag to nodelifecycle.Config, where 0 means
-// "the default" and a negative rate means none.
-func explicitRate(r float64) float64 {
-	if r == 0 {
-		return -1
-	}
-	return r
-}

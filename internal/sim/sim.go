@@ -35,9 +35,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,10 +108,9 @@ type World struct {
 	// changedNodes and changedPods wait for taint eviction's next Observe.
 	changedNodes map[string]bool
 	changedPods  map[types.NamespacedName]bool
-	evictTimer   clock.Timer
-	evictAt      time.Time
-	schedTimer   clock.Timer
-	schedAt      time.Time
+	// evictDue and schedDue are when taint eviction and the scheduler are
+	// next due.
+	evictDue, schedDue dueTimer
 
 	// evicted counts, per zone, the pods taint eviction deleted.
 	evicted     map[string]int
@@ -220,8 +220,8 @@ func (w *World) start() error {
 		NodeMonitorPeriod:         s.NodeMonitorPeriod,
 		NodeMonitorGracePeriod:    s.NodeMonitorGracePeriod,
 		NodeStartupGracePeriod:    s.NodeStartupGracePeriod,
-		NodeEvictionRate:          explicitRate(s.NodeEvictionRate),
-		SecondaryNodeEvictionRate: explicitRate(s.SecondaryNodeEvictionRate),
+		NodeEvictionRate:          nodelifecycle.RateFlag(s.NodeEvictionRate),
+		SecondaryNodeEvictionRate: nodelifecycle.RateFlag(s.SecondaryNodeEvictionRate),
 		UnhealthyZoneThreshold:    s.UnhealthyZoneThreshold,
 		LargeClusterSizeThreshold: s.LargeClusterSizeThreshold,
 		Workers:                   1,
@@ -416,18 +416,9 @@ func (w *World) observeTaints() {
 	if err := w.evictor.Observe(w.ctx, w.mirror.lookup(), nodes, pods); err != nil {
 		w.log.Warn("taint eviction pass failed", "err", err)
 	}
-	at, ok := w.evictor.NextDue()
-	if !ok || (w.evictTimer != nil && w.evictAt.Equal(at)) {
-		return
+	if at, ok := w.evictor.NextDue(); ok {
+		w.evictDue.set(w, at, w.observeTaints)
 	}
-	if w.evictTimer != nil {
-		w.evictTimer.Stop()
-	}
-	w.evictAt = at
-	w.evictTimer = w.after(at.Sub(w.clk.Now()), func() {
-		w.evictTimer = nil
-		w.observeTaints()
-	})
 }
 
 // schedule runs the scheduler's step, then sets a timer for its next
@@ -437,16 +428,30 @@ func (w *World) schedule() {
 	if err != nil {
 		w.log.Warn("scheduling failed", "err", err)
 	}
-	if !ok || (w.schedTimer != nil && w.schedAt.Equal(next)) {
-		return
+	if ok {
+		w.schedDue.set(w, next, w.schedule)
 	}
-	if w.schedTimer != nil {
-		w.schedTimer.Stop()
+}
+
+// dueTimer is the one timer a component keeps for the time its next step
+// is due.
+type dueTimer struct {
+	t  clock.Timer
+	at time.Time
+}
+
+// set makes fn run at at, replacing a timer set for another time.
+func (d *dueTimer) set(w *World, at time.Time, fn func()) {
+	if d.t != nil {
+		if d.at.Equal(at) {
+			return
+		}
+		d.t.Stop()
 	}
-	w.schedAt = next
-	w.schedTimer = w.after(next.Sub(w.clk.Now()), func() {
-		w.schedTimer = nil
-		w.schedule()
+	d.at = at
+	d.t = w.after(at.Sub(w.clk.Now()), func() {
+		d.t = nil
+		fn()
 	})
 }
 
@@ -545,12 +550,7 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 func (w *World) Close() error { return w.store.Close() }
 
 func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m))
 }
 
 // adminToken and nodeTokenPrefix are the bearer tokens of the World's

@@ -75,6 +75,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// RateFlag maps the value of --node-eviction-rate or
+// --secondary-node-eviction-rate to the Config field, where 0 means the
+// default: a flag of 0 (no tainting) becomes a negative rate.
+func RateFlag(r float64) float64 {
+	if r == 0 {
+		return -1
+	}
+	return r
+}
+
 // SetDefaults fills zero fields with the defaults.
 func (c *Config) SetDefaults() {
 	if c.Clock == nil {

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"knode/internal/sim/timeline"
+)
+
+// TestSimRun runs `knode sim run` on a small scenario and reads what it
+// wrote.
+func TestSimRun(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetOut(&stdout)
+	cmd.SetArgs([]string{"sim", "run", "../../internal/sim/testdata/stop-start.txt", "--out", out, "--seed", "3"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "timeline.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(string(csv), "\n"); first != timeline.Header {
+		t.Fatalf("timeline.csv starts %q, want %q", first, timeline.Header)
+	}
+	rows, err := timeline.ReadCSV(bytes.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 6 minutes sampled every 10 s, from 0 to 360 s, for zones a and b.
+	if len(rows) != 37*2 || rows[len(rows)-1].TimeS != 360 {
+		t.Fatalf("timeline has %d rows ending at %d s, want 74 ending at 360 s", len(rows), rows[len(rows)-1].TimeS)
+	}
+	svg, err := os.ReadFile(filepath.Join(out, "timeline.svg"))
+	if err != nil || !bytes.Contains(svg, []byte("<svg")) {
+		t.Fatalf("timeline.svg: %v, %d bytes", err, len(svg))
+	}
+	for _, want := range []string{"6m0s of virtual time", "(seed 3)", "zone a: 4 nodes", "zone b: 2 nodes", "wrote " + filepath.Join(out, "timeline.csv")} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func TestSimRunNeedsOut(t *testing.T) {
+	cmd := newRootCommand()
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"sim", "run", "../../internal/sim/testdata/stop-start.txt"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--out is required") {
+		t.Fatalf("err = %v, want --out is required", err)
+	}
+}
