@@ -125,7 +125,8 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, code int, obj run
 }
 
 func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, st *objectStore, namespace, name string) error {
-	obj, err := st.Get(ctx, namespace, name)
+	// The object is only encoded, so the shared one will do.
+	obj, _, err := st.getShared(ctx, namespace, name)
 	if err != nil {
 		return err
 	}
@@ -213,10 +214,16 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		}
 		sopts.Revision = rev
 	}
-	match := func(obj runtime.Object) bool { return sel.matches(st, obj) }
-	res, err := st.List(ctx, namespace, sopts, match)
+	var res listResult
+	if fromCache(opts) {
+		// Unpaginated lists, and lists at any revision ("0", where upstream
+		// ignores the limit), are served by the watch cache.
+		res.items, res.revision, err = st.cache.list(ctx, st.listPrefix(namespace), sel, opts.ResourceVersion == "")
+	} else {
+		res, err = st.List(ctx, namespace, sopts, func(obj runtime.Object) bool { return sel.matches(st, obj) })
+	}
 	if err != nil {
-		return err
+		return storageError(err, st.gr, "")
 	}
 	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(res.revision, 10), Continue: res.continueToken, RemainingItemCount: res.remainingItemCount}
 	if negotiate(r).table {
@@ -234,6 +241,16 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	list.GetObjectKind().SetGroupVersionKind(st.kind.GroupVersion.WithKind(st.kind.ListKind))
 	s.write(w, r, http.StatusOK, list, nil)
 	return nil
+}
+
+// fromCache reports whether a list is served by the watch cache: one
+// without a continue token or an exact revision, that is either
+// unpaginated or reads at any revision.
+func fromCache(opts metav1.ListOptions) bool {
+	if opts.Continue != "" || opts.ResourceVersionMatch != "" {
+		return false
+	}
+	return opts.ResourceVersion == "0" || (opts.ResourceVersion == "" && opts.Limit == 0)
 }
 
 // readBody reads a request body, mapping an oversize body to 413.

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,6 +102,9 @@ type Server struct {
 	// byGroup lists the kinds of each group version, in Config order.
 	groups    []groupInfo
 	namespace *objectStore
+	// stopping is closed by Close; the watch caches end with it.
+	stopping  chan struct{}
+	closeOnce sync.Once
 }
 
 type groupInfo struct {
@@ -125,17 +129,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Authorizer == nil {
 		cfg.Authorizer = auth.MastersAuthorizer{}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stores: map[schema.GroupVersionResource]*objectStore{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stores: map[schema.GroupVersionResource]*objectStore{}, stopping: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	hub := newCacheHub(cfg.Storage, cfg.Clock, s.log, s.stopping)
 	for i := range cfg.Kinds {
 		k := &cfg.Kinds[i]
 		gvr := k.GroupVersion.WithResource(k.Resource)
 		if _, dup := s.stores[gvr]; dup {
 			return nil, fmt.Errorf("apiserver: kind %s served twice", gvr)
 		}
-		s.stores[gvr] = newObjectStore(k, cfg.Storage, cfg.Clock)
+		st := newObjectStore(k, cfg.Storage, cfg.Clock)
+		st.cache = newWatchCache(st, hub)
+		s.stores[gvr] = st
 		if k.Resource == "namespaces" && k.GroupVersion.Group == "" {
 			s.namespace = s.stores[gvr]
 		}
@@ -151,6 +158,21 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// Close stops the server's watch caches, which ends the watches they
+// serve. The server must not serve requests afterwards.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.stopping) })
+}
+
+// Compacted tells the server that the store's history before revision is
+// gone: its watch caches drop that history too, so that a watch from before
+// it gets 410 Expired, as from the store.
+func (s *Server) Compacted(revision int64) {
+	for _, st := range s.stores {
+		st.cache.compacted(revision)
+	}
 }
 
 // Get reads one stored object, bypassing authorization and admission. It is

@@ -37,6 +37,8 @@ type objectStore struct {
 	// wrote, so an update can skip reading storage first. The storage
 	// compare-and-swap stays the arbiter: a stale entry costs a retry.
 	recent *recentObjects
+	// cache serves unpaginated lists and watches (cache.go).
+	cache *watchCache
 }
 
 func newObjectStore(k *registry.Kind, s storage.Interface, c clock.PassiveClock) *objectStore {
@@ -102,18 +104,28 @@ func setRevision(obj runtime.Object, rev int64) {
 
 // Get reads one object.
 func (s *objectStore) Get(ctx context.Context, namespace, name string) (runtime.Object, error) {
+	obj, shared, err := s.getShared(ctx, namespace, name)
+	if shared {
+		obj = obj.DeepCopyObject()
+	}
+	return obj, err
+}
+
+// getShared reads one object; shared reports that it is the one the server
+// remembers, which the caller must not change.
+func (s *objectStore) getShared(ctx context.Context, namespace, name string) (runtime.Object, bool, error) {
 	kv, err := s.storage.Get(ctx, s.key(namespace, name))
 	if err != nil {
-		return nil, storageError(err, s.gr, name)
+		return nil, false, storageError(err, s.gr, name)
 	}
 	if cached, ok := s.recent.peek(kv.Key, kv.ModRevision); ok {
-		return cached.DeepCopyObject(), nil
+		return cached, true, nil
 	}
 	obj, err := s.decode(kv.Value, kv.ModRevision)
 	if err == nil {
 		s.recent.remember(kv.Key, kv.ModRevision, obj, kv.Value)
 	}
-	return obj, err
+	return obj, false, err
 }
 
 // createOptions are the parts of a create request the store needs.
@@ -642,11 +654,20 @@ func (s *objectStore) decodeListed(kv storage.KV, match func(runtime.Object) boo
 	if err != nil {
 		return nil, err
 	}
-	s.recent.remember(kv.Key, kv.ModRevision, obj, kv.Value)
 	if match != nil && !match(obj) {
 		return nil, nil
 	}
 	return obj, nil
+}
+
+// decodeShared returns kv's object for the watch cache: the one this
+// server remembers writing at that revision when there is one, else a new
+// decoding. Either way the result is shared and must not change.
+func (s *objectStore) decodeShared(kv storage.KV) (runtime.Object, error) {
+	if cached, ok := s.recent.peek(kv.Key, kv.ModRevision); ok {
+		return cached, nil
+	}
+	return s.decode(kv.Value, kv.ModRevision)
 }
 
 // objectUID is a small helper for Status details.

@@ -51,15 +51,8 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if opts.SendInitialEvents != nil {
 		sendInitial = *opts.SendInitialEvents
 	}
-	var initial []runtime.Object
 	var start int64
-	if sendInitial {
-		res, err := st.List(ctx, namespace, storage.ListOptions{}, func(obj runtime.Object) bool { return sel.matches(st, obj) })
-		if err != nil {
-			return err
-		}
-		initial, start = res.items, res.revision
-	} else {
+	if !sendInitial {
 		start, err = strconv.ParseInt(opts.ResourceVersion, 10, 64)
 		if err != nil {
 			return apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", opts.ResourceVersion))
@@ -69,19 +62,23 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if opts.TimeoutSeconds != nil {
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	watcher, werr := st.storage.Watch(wctx, st.listPrefix(namespace), start)
-
+	prefix := st.listPrefix(namespace)
+	cw, initial, from, err := st.cache.watchFrom(ctx, prefix, sel, start, sendInitial, opts.ResourceVersion != "0")
+	if errors.Is(err, errTooOld) {
+		// Before the cache's window: only the store still has it.
+		return s.watchStorage(ctx, w, r, st, namespace, sel, start, timeout)
+	}
 	out := newEventWriter(w, r, s, st)
-	if werr == nil {
-		defer watcher.Stop()
+	if err != nil && !errors.Is(err, storage.ErrFutureRevision) {
+		return storageError(err, st.gr, "")
 	}
 	out.start()
-	if werr != nil {
-		out.writeError(watchStartError(werr, start))
+	if err != nil {
+		out.writeError(watchStartError(err, start))
 		return nil
 	}
+	defer st.cache.stopWatcher(cw)
+	start = from
 	for _, obj := range initial {
 		if !out.write(watch.Added, obj) {
 			return nil
@@ -96,6 +93,43 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		if !out.write(watch.Bookmark, bookmark) {
 			return nil
 		}
+	}
+	timer := s.clock.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C():
+			return nil
+		case <-cw.notify:
+			events, ended := cw.take()
+			for _, ev := range events {
+				if typ, obj := cw.convert(st, ev); obj != nil && !out.write(typ, obj) {
+					return nil
+				}
+			}
+			if ended {
+				return nil
+			}
+		}
+	}
+}
+
+// watchStorage serves a watch that resumes from before the cache's window
+// with a watch of its own on the store.
+func (s *Server) watchStorage(ctx context.Context, w http.ResponseWriter, r *http.Request, st *objectStore, namespace string, sel selector, start int64, timeout time.Duration) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watcher, werr := st.storage.Watch(wctx, st.listPrefix(namespace), start)
+	out := newEventWriter(w, r, s, st)
+	if werr == nil {
+		defer watcher.Stop()
+	}
+	out.start()
+	if werr != nil {
+		out.writeError(watchStartError(werr, start))
+		return nil
 	}
 	timer := s.clock.NewTimer(timeout)
 	defer timer.Stop()

@@ -129,6 +129,8 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	ts := httptest.NewServer(handler)
 	t.Cleanup(ts.Close)
+	// Runs before ts.Close: ending the caches ends the watches they serve.
+	t.Cleanup(api.Close)
 	s := &Server{URL: ts.URL, Store: store, API: api}
 	s.AdminConfig = s.Config(AdminToken)
 	s.Admin = s.Client(t, AdminToken)

@@ -236,6 +236,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	defer api.Close()
 	if err := api.EnsureNamespaces(ctx); err != nil {
 		return err
 	}
@@ -275,7 +276,7 @@ func Run(ctx context.Context, cfg Config) error {
 		UserAgent:       "knode-server",
 	}
 
-	compactor, err := storage.NewCompactor(storage.CompactorConfig{Store: store, Clock: cfg.Clock, Interval: cfg.CompactionInterval})
+	compactor, err := storage.NewCompactor(storage.CompactorConfig{Store: store, Clock: cfg.Clock, Interval: cfg.CompactionInterval, OnCompact: api.Compacted})
 	if err != nil {
 		return err
 	}
@@ -346,6 +347,9 @@ func Run(ctx context.Context, cfg Config) error {
 			runErr = fmt.Errorf("serving: %w", err)
 		}
 	}
+	// Ending the watch caches ends the watches they serve, so that the
+	// shutdown below does not wait for them.
+	api.Close()
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	_ = httpServer.Shutdown(shutdownCtx)

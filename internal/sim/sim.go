@@ -247,7 +247,11 @@ func (w *World) start() error {
 	w.every(s.NodeMonitorPeriod, "NoSchedule tainting pass", nlc.DoNoScheduleTaintingPass)
 	w.every(nodelifecycle.NoExecuteTaintingPeriod, "NoExecute tainting pass", nlc.DoNoExecuteTaintingPass)
 	w.every(compactInterval, "compaction", func(ctx context.Context) error {
-		return w.store.Compact(ctx, w.mirror.rev)
+		if err := w.store.Compact(ctx, w.mirror.rev); err != nil {
+			return err
+		}
+		w.api.Compacted(w.mirror.rev)
+		return nil
 	})
 	return nil
 }
@@ -546,8 +550,13 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 	return corev1.ConditionUnknown
 }
 
-// Close releases the store.
-func (w *World) Close() error { return w.store.Close() }
+// Close stops the API server's caches and releases the store.
+func (w *World) Close() error {
+	if w.api != nil {
+		w.api.Close()
+	}
+	return w.store.Close()
+}
 
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))

@@ -24,6 +24,10 @@ type CompactorConfig struct {
 	Interval time.Duration
 	// Logger receives Run's failures; nil means slog.Default().
 	Logger *slog.Logger
+	// OnCompact, when set, is told each revision compacted to, so that
+	// readers holding history of their own (the API server's watch
+	// caches) can drop it too.
+	OnCompact func(revision int64)
 }
 
 const defaultCompactInterval = 5 * time.Minute
@@ -53,6 +57,8 @@ type Compactor struct {
 	clock    clock.WithTicker
 	interval time.Duration
 	log      *slog.Logger
+	// onCompact is CompactorConfig.OnCompact.
+	onCompact func(int64)
 
 	mu sync.Mutex
 	// remembered is the revision seen at the previous step; 0 before the
@@ -68,7 +74,7 @@ func NewCompactor(cfg CompactorConfig) (*Compactor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("storage: invalid compactor config: %w", err)
 	}
-	c := &Compactor{store: cfg.Store, clock: cfg.Clock, interval: cfg.Interval, log: cfg.Logger}
+	c := &Compactor{store: cfg.Store, clock: cfg.Clock, interval: cfg.Interval, log: cfg.Logger, onCompact: cfg.OnCompact}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
@@ -119,6 +125,9 @@ func (c *Compactor) Step(ctx context.Context) error {
 			return fmt.Errorf("storage: compacting to revision %d: %w", target, err)
 		}
 		c.compacted = target
+		if c.onCompact != nil {
+			c.onCompact(target)
+		}
 	}
 	c.remembered = remember
 	return nil
