@@ -3,6 +3,8 @@ package apiserver
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"knode/internal/storage"
 )
 
 // StoragePrefix is the storage key prefix under which the server keeps the
@@ -17,12 +19,14 @@ func (s *Server) StoragePrefix(gvr schema.GroupVersionResource) (prefix string, 
 	return st.prefix, true
 }
 
-// DecodeStored turns a value the server stored for gvr into its typed
-// object, with resourceVersion rev, as the server itself reads it.
-func (s *Server) DecodeStored(gvr schema.GroupVersionResource, value []byte, rev int64) (runtime.Object, error) {
+// DecodeStored turns the stored version kv of an object of gvr into its
+// typed object, with kv's revision as resourceVersion, as the server itself
+// reads it. The object may be the one the server keeps from writing it: it
+// is shared, and must be treated as read-only, as informers' objects are.
+func (s *Server) DecodeStored(gvr schema.GroupVersionResource, kv storage.KV) (runtime.Object, error) {
 	st, ok := s.stores[gvr]
 	if !ok {
 		return nil, notFound()
 	}
-	return st.decode(value, rev)
+	return st.decodeShared(kv)
 }

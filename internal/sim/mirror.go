@@ -114,7 +114,7 @@ func (m *mirror) apply(ev *storage.Event) error {
 	var obj runtime.Object
 	if ev.Type == storage.Put {
 		var err error
-		if obj, err = m.api.DecodeStored(gvr, ev.KV.Value, ev.KV.ModRevision); err != nil {
+		if obj, err = m.api.DecodeStored(gvr, ev.KV); err != nil {
 			return err
 		}
 	}

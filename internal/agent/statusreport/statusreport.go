@@ -33,7 +33,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,32 +63,80 @@ func Changed(last, current *corev1.NodeStatus) bool {
 	if last == nil || current == nil {
 		return last != current
 	}
-	if conditionsChanged(last.Conditions, current.Conditions) {
+	if conditionsChanged(last.Conditions, current.Conditions) ||
+		!resourcesEqual(last.Capacity, current.Capacity) ||
+		!resourcesEqual(last.Allocatable, current.Allocatable) ||
+		!slices.Equal(last.Addresses, current.Addresses) ||
+		!slices.EqualFunc(last.Images, current.Images, imagesEqual) {
 		return true
 	}
+	// The rest is small: compare it field by field through reflection,
+	// with the parts compared above left out.
 	a, b := *last, *current
 	a.Conditions, b.Conditions = nil, nil
+	a.Capacity, b.Capacity = nil, nil
+	a.Allocatable, b.Allocatable = nil, nil
+	a.Addresses, b.Addresses = nil, nil
+	a.Images, b.Images = nil, nil
 	return !apiequality.Semantic.DeepEqual(a, b)
 }
 
+// resourcesEqual compares quantities by value ("1Gi" equals "1024Mi").
+func resourcesEqual(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, qa := range a {
+		qb, ok := b[name]
+		if !ok || qa.Cmp(qb) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func imagesEqual(a, b corev1.ContainerImage) bool {
+	return a.SizeBytes == b.SizeBytes && slices.Equal(a.Names, b.Names)
+}
+
+// conditionsChanged compares the conditions by type, ignoring their order
+// and lastHeartbeatTime; each of last's conditions matches at most one of
+// current's.
 func conditionsChanged(last, current []corev1.NodeCondition) bool {
 	if len(last) != len(current) {
 		return true
 	}
-	a, b := withoutHeartbeats(last), withoutHeartbeats(current)
-	return !apiequality.Semantic.DeepEqual(a, b)
-}
-
-// withoutHeartbeats returns a copy sorted by type with lastHeartbeatTime
-// cleared.
-func withoutHeartbeats(conds []corev1.NodeCondition) []corev1.NodeCondition {
-	out := make([]corev1.NodeCondition, len(conds))
-	for i, c := range conds {
-		c.LastHeartbeatTime = metav1.Time{}
-		out[i] = c
+	var small [16]bool
+	used := small[:0]
+	if len(last) <= len(small) {
+		used = small[:len(last)]
+	} else {
+		used = make([]bool, len(last))
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Type < out[j].Type })
-	return out
+	for i := range current {
+		c := &current[i]
+		match := -1
+		if !used[i] && last[i].Type == c.Type {
+			match = i
+		} else {
+			for j := range last {
+				if !used[j] && last[j].Type == c.Type {
+					match = j
+					break
+				}
+			}
+		}
+		if match < 0 {
+			return true
+		}
+		used[match] = true
+		l := &last[match]
+		if l.Status != c.Status || l.Reason != c.Reason || l.Message != c.Message ||
+			!l.LastTransitionTime.Equal(&c.LastTransitionTime) {
+			return true
+		}
+	}
+	return false
 }
 
 // ShouldPost decides whether a freshly computed status is posted at now:
