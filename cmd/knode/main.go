@@ -75,6 +75,7 @@ type serverFlags struct {
 	cloudProvider      string
 	cloudConfig        string
 	verbose            bool
+	profiling          bool
 }
 
 func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
@@ -101,6 +102,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 	fs.StringVar(&f.cloudProvider, "cloud-provider", "", `cloud provider for node lifecycle: "" for none, or "exec" with --cloud-config`)
 	fs.StringVar(&f.cloudConfig, "cloud-config", "", "configuration file of the cloud provider (for exec: see README)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
+	fs.BoolVar(&f.profiling, "profiling", true, "serve Go profiles at /debug/pprof/ to authorized users")
 }
 
 func (f *serverFlags) config() (server.Config, error) {
@@ -111,6 +113,7 @@ func (f *serverFlags) config() (server.Config, error) {
 		EtcdServers:                         f.etcdServers,
 		TokenAuthFile:                       f.tokenAuthFile,
 		CompactionInterval:                  f.compactionInterval,
+		Profiling:                           &f.profiling,
 		DefaultNotReadyTolerationSeconds:    &f.notReadyToleration,
 		DefaultUnreachableTolerationSeconds: &f.unreachableTol,
 		NodeMonitorPeriod:                   f.nodeMonitorPeriod,

@@ -520,6 +520,23 @@ func (c *watchCache) selectedIndex(sel selector) string {
 	return v
 }
 
+// get returns the cached object of key, shared and read-only, or
+// storage.ErrNotFound.
+func (c *watchCache) get(ctx context.Context, key string) (runtime.Object, error) {
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return nil, errors.New("watch cache is restarting")
+	}
+	if e := c.items[key]; e != nil {
+		return e.obj, nil
+	}
+	return nil, storage.ErrNotFound
+}
+
 // list returns the objects under prefix that sel matches, in key order,
 // shared and read-only, and the cache revision they are current at.
 // consistent first waits until the cache has reached the store's revision.

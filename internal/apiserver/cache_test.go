@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -284,5 +285,67 @@ func TestCompactedCacheExpiresOldWatches(t *testing.T) {
 	ev := watchFirst()
 	if st, ok := ev.Object.(*metav1.Status); ev.Type != watch.Error || !ok || st.Code != 410 {
 		t.Errorf("after compaction: got %s %v, want ERROR 410", ev.Type, ev.Object)
+	}
+}
+
+// countingGets counts storage reads of single keys.
+type countingGets struct {
+	storage.Interface
+	mu   sync.Mutex
+	gets int
+}
+
+func (c *countingGets) Get(ctx context.Context, key string) (storage.KV, error) {
+	c.mu.Lock()
+	c.gets++
+	c.mu.Unlock()
+	return c.Interface.Get(ctx, key)
+}
+
+func (c *countingGets) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gets
+}
+
+// A get at resourceVersion "0" is answered by the cache, as upstream,
+// unless the server keeps reads strict; a plain get reads storage.
+func TestGetAtAnyRevision(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
+			store := &countingGets{Interface: memory.New(memory.Config{})}
+			s := apitest.Start(t, apitest.Options{Store: store, StrictReads: strict})
+			ctx := context.Background()
+			nodes := s.Admin.CoreV1().Nodes()
+			if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// Warm the cache, then wait until it holds n1.
+			w, err := nodes.Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			nextEvent(t, w)
+			before := store.count()
+			n, err := nodes.Get(ctx, "n1", metav1.GetOptions{ResourceVersion: "0"})
+			if err != nil || n.Name != "n1" {
+				t.Fatalf("get n1 at any revision: %v, %v", n, err)
+			}
+			fromStorage := store.count() - before
+			if want := map[bool]int{false: 0, true: 1}[strict]; fromStorage != want {
+				t.Errorf("storage reads for a get at revision 0 = %d, want %d", fromStorage, want)
+			}
+			if _, err := nodes.Get(ctx, "missing", metav1.GetOptions{ResourceVersion: "0"}); !apierrors.IsNotFound(err) {
+				t.Errorf("get of a missing node at revision 0: %v, want NotFound", err)
+			}
+			before = store.count()
+			if _, err := nodes.Get(ctx, "n1", metav1.GetOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if store.count() != before+1 {
+				t.Errorf("a plain get did not read storage")
+			}
+		})
 	}
 }

@@ -126,9 +126,16 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, code int, obj run
 
 func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, st *objectStore, namespace, name string) error {
 	// The object is only encoded, so the shared one will do.
-	obj, _, err := st.getShared(ctx, namespace, name)
+	var obj runtime.Object
+	var err error
+	if r.URL.Query().Get("resourceVersion") == "0" && !s.cfg.StrictReads {
+		// Any revision will do: the watch cache answers, as upstream.
+		obj, err = st.cache.get(ctx, st.key(namespace, name))
+	} else {
+		obj, _, err = st.getShared(ctx, namespace, name)
+	}
 	if err != nil {
-		return err
+		return storageError(err, st.gr, name)
 	}
 	s.respond(w, r, st, http.StatusOK, obj)
 	return nil
@@ -218,7 +225,7 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	if fromCache(opts) {
 		// Unpaginated lists, and lists at any revision ("0", where upstream
 		// ignores the limit), are served by the watch cache.
-		res.items, res.revision, err = st.cache.list(ctx, st.listPrefix(namespace), sel, opts.ResourceVersion == "")
+		res.items, res.revision, err = st.cache.list(ctx, st.listPrefix(namespace), sel, opts.ResourceVersion == "" || s.cfg.StrictReads)
 	} else {
 		res, err = st.List(ctx, namespace, sopts, func(obj runtime.Object) bool { return sel.matches(st, obj) })
 	}

@@ -89,6 +89,11 @@ type Config struct {
 	Ready func() error
 	// MaxBodyBytes caps request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// StrictReads makes reads at any revision (resourceVersion "0") as
+	// current as consistent reads, so that what a read returns depends only
+	// on the writes made before it: the simulator sets it. Without it, as
+	// upstream, they are answered from the watch caches at once.
+	StrictReads bool
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }

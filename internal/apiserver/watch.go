@@ -63,7 +63,7 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
 	prefix := st.listPrefix(namespace)
-	cw, initial, from, err := st.cache.watchFrom(ctx, prefix, sel, start, sendInitial, opts.ResourceVersion != "0")
+	cw, initial, from, err := st.cache.watchFrom(ctx, prefix, sel, start, sendInitial, opts.ResourceVersion != "0" || s.cfg.StrictReads)
 	if errors.Is(err, errTooOld) {
 		// Before the cache's window: only the store still has it.
 		return s.watchStorage(ctx, w, r, st, namespace, sel, start, timeout)

@@ -62,6 +62,8 @@ type Options struct {
 	// Wrap, when set, is put in front of the API server's handler, to
 	// watch or change requests.
 	Wrap func(http.Handler) http.Handler
+	// StrictReads is apiserver.Config.StrictReads.
+	StrictReads bool
 	// Logger receives the API server's log; nil discards it.
 	Logger *slog.Logger
 	// Kinds are served beside server.Kinds(); a kind whose group and
@@ -116,6 +118,7 @@ func Start(t testing.TB, opts Options) *Server {
 		Clock:         opts.Clock,
 		Version:       version.Info(),
 		Logger:        logger,
+		StrictReads:   opts.StrictReads,
 	})
 	if err != nil {
 		t.Fatal(err)

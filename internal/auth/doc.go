@@ -12,6 +12,12 @@
 //     and no error means 401 unless PublicPath allows anonymous access; an
 //     error means 401), then an Authorizer. Anything but Allow is refused
 //     with 403 and the message from Forbidden or ForbiddenError.
+//   - When the request carries Impersonate-* headers, call Impersonate
+//     (impersonate.go) after authentication: it authorizes the
+//     "impersonate" verb on each user, group and uid asked for, with
+//     upstream's 403 and 400 messages, and returns the user the request
+//     then acts as. Impersonate-Extra-* values are authorized but not
+//     carried on, because User has no extra fields.
 //
 // What it deliberately does not do:
 //   - It writes no HTTP responses; the API server turns outcomes into

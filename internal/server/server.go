@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
@@ -79,6 +81,10 @@ type Config struct {
 	TokenAuthFile string
 	// CompactionInterval is how often old revisions are compacted.
 	CompactionInterval time.Duration
+	// Profiling serves Go's profiles at /debug/pprof/ (behind
+	// authentication and authorization, as every non-resource path), as
+	// kube-apiserver's --profiling; nil means true.
+	Profiling *bool
 	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds
 	// are the tolerationSeconds DefaultTolerationSeconds admission gives
 	// pods (--default-not-ready-toleration-seconds and
@@ -224,7 +230,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Clock:   cfg.Clock,
 		Version: version.Info(),
 		OpenAPI: oapi,
-		Extra:   map[string]http.Handler{"/metrics": promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})},
+		Extra:   extraPaths(cfg, metrics),
 		Logger:  log,
 		Ready: func() error {
 			if !ready.Load() {
@@ -261,6 +267,16 @@ func Run(ctx context.Context, cfg Config) error {
 		TLSConfig:         pki.TLSConfig(),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	// HTTP/2's default round-robin write scheduler visits every open
+	// stream of a connection for each frame it sends, and a connection may
+	// carry hundreds of idle watches; the random scheduler visits only the
+	// streams that have something to send.
+	if err := http2.ConfigureServer(httpServer, &http2.Server{
+		NewWriteScheduler: func() http2.WriteScheduler { return http2.NewRandomWriteScheduler() },
+	}); err != nil {
+		ln.Close()
+		return err
 	}
 	serveErr := make(chan error, 1)
 	// fatal carries errors from controllers that cannot go on.
@@ -354,6 +370,24 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stop()
 	_ = httpServer.Shutdown(shutdownCtx)
 	return runErr
+}
+
+// extraPaths are the non-resource paths served beside the API: /metrics,
+// and the profiles when profiling is on.
+func extraPaths(cfg Config, metrics *prometheus.Registry) map[string]http.Handler {
+	extra := map[string]http.Handler{"/metrics": promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})}
+	if cfg.Profiling != nil && !*cfg.Profiling {
+		return extra
+	}
+	extra["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
+	extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
+	extra["/debug/pprof/cmdline"] = http.HandlerFunc(pprof.Cmdline)
+	extra["/debug/pprof/symbol"] = http.HandlerFunc(pprof.Symbol)
+	extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
+	for _, name := range []string{"heap", "goroutine", "allocs", "block", "mutex", "threadcreate"} {
+		extra["/debug/pprof/"+name] = pprof.Handler(name)
+	}
+	return extra
 }
 
 // NodeAccess returns the authorizer the API server uses and the

@@ -166,6 +166,9 @@ func (w *World) build() error {
 		Clock:   w.clk,
 		Version: version.Info(),
 		Logger:  w.log,
+		// Every read sees every write made before it, whatever the
+		// goroutines feeding the caches are doing: runs stay deterministic.
+		StrictReads: true,
 	})
 	if err != nil {
 		return err

@@ -45,6 +45,24 @@ func TestAuthOverHTTPS(t *testing.T) {
 		}
 	})
 
+	t.Run("profiles", func(t *testing.T) {
+		for _, tc := range []struct {
+			token string
+			want  int
+		}{{"", http.StatusUnauthorized}, {userToken, http.StatusForbidden}, {adminToken, http.StatusOK}} {
+			code, body, err := get(client, s.URL+"/debug/pprof/goroutine?debug=1", tc.token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.want {
+				t.Errorf("GET /debug/pprof/goroutine with token %q = %d, want %d", tc.token, code, tc.want)
+			}
+			if code == http.StatusOK && !strings.Contains(body, "goroutine profile:") {
+				t.Errorf("GET /debug/pprof/goroutine answered %.80q, want a goroutine profile", body)
+			}
+		}
+	})
+
 	cases := []struct {
 		name       string
 		token      string
