@@ -111,10 +111,12 @@ func TestChanged(t *testing.T) {
 		},
 		{name: "capacity resource removed", last: baseStatus(), change: func(s *corev1.NodeStatus) { delete(s.Capacity, corev1.ResourceCPU) }, want: true},
 		{
-			name:   "image size changed",
-			last:   &corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"a"}, SizeBytes: 1}}},
-			change: func(s *corev1.NodeStatus) { *s = corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"a"}, SizeBytes: 2}}} },
-			want:   true,
+			name: "image size changed",
+			last: &corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"a"}, SizeBytes: 1}}},
+			change: func(s *corev1.NodeStatus) {
+				*s = corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"a"}, SizeBytes: 2}}}
+			},
+			want: true,
 		},
 		{name: "daemon endpoint changed", last: baseStatus(), change: func(s *corev1.NodeStatus) { s.DaemonEndpoints.KubeletEndpoint.Port = 1 }, want: true},
 		{name: "nodeInfo changed", last: baseStatus(), change: func(s *corev1.NodeStatus) { s.NodeInfo.KernelVersion = "6.2.0" }, want: true},
