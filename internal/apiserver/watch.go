@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
 
 	"knode/internal/storage"
 )
@@ -94,23 +95,33 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 			return nil
 		}
 	}
-	timer := s.clock.NewTimer(timeout)
+	streamFor(ctx, s.clock, timeout, cw.notify, func(struct{}, bool) bool {
+		events, ended := cw.take()
+		for _, ev := range events {
+			if typ, obj := cw.convert(st, ev); obj != nil && !out.write(typ, obj) {
+				return false
+			}
+		}
+		return !ended
+	})
+	return nil
+}
+
+// streamFor hands each value from ch to handle until ctx ends, timeout
+// passes on the server's clock, or handle returns false. handle also gets
+// ok false, once, when ch is closed.
+func streamFor[T any](ctx context.Context, c clock.Clock, timeout time.Duration, ch <-chan T, handle func(v T, ok bool) bool) {
+	timer := c.NewTimer(timeout)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-timer.C():
-			return nil
-		case <-cw.notify:
-			events, ended := cw.take()
-			for _, ev := range events {
-				if typ, obj := cw.convert(st, ev); obj != nil && !out.write(typ, obj) {
-					return nil
-				}
-			}
-			if ended {
-				return nil
+			return
+		case v, ok := <-ch:
+			if !handle(v, ok) || !ok {
+				return
 			}
 		}
 	}
@@ -131,31 +142,21 @@ func (s *Server) watchStorage(ctx context.Context, w http.ResponseWriter, r *htt
 		out.writeError(watchStartError(werr, start))
 		return nil
 	}
-	timer := s.clock.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C():
-			return nil
-		case ev, ok := <-watcher.Events():
-			if !ok {
-				if err := watcher.Err(); err != nil {
-					out.writeError(watchStartError(err, start))
-				}
-				return nil
+	streamFor(ctx, s.clock, timeout, watcher.Events(), func(ev storage.Event, ok bool) bool {
+		if !ok {
+			if err := watcher.Err(); err != nil {
+				out.writeError(watchStartError(err, start))
 			}
-			typ, obj, err := s.convertEvent(st, sel, ev)
-			if err != nil {
-				out.writeError(apierrors.NewInternalError(err))
-				return nil
-			}
-			if obj != nil && !out.write(typ, obj) {
-				return nil
-			}
+			return false
 		}
-	}
+		typ, obj, err := s.convertEvent(st, sel, ev)
+		if err != nil {
+			out.writeError(apierrors.NewInternalError(err))
+			return false
+		}
+		return obj == nil || out.write(typ, obj)
+	})
+	return nil
 }
 
 // watchStartError maps a storage watch failure to the Status a client
