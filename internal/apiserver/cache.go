@@ -237,6 +237,9 @@ type watchCache struct {
 	st      *objectStore
 	hub     *cacheHub
 	indexed bool
+	// windowSize and backlog are cacheWindow and maxWatcherBacklog, but
+	// for tests.
+	windowSize, backlog int
 
 	mu    sync.Mutex
 	ready bool
@@ -258,6 +261,7 @@ func newWatchCache(st *objectStore, hub *cacheHub) *watchCache {
 	_, indexed := st.fieldSet(st.kind.New())[indexedField]
 	return &watchCache{
 		st: st, hub: hub, indexed: indexed,
+		windowSize: cacheWindow, backlog: maxWatcherBacklog,
 		watchers:   map[*cacheWatcher]struct{}{},
 		byWatchIdx: map[string]map[*cacheWatcher]struct{}{},
 	}
@@ -355,7 +359,7 @@ func (c *watchCache) fill(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.items, c.byIndex, c.rev, c.windowStart = items, byIndex, rev, rev
-	c.window, c.head, c.size = make([]cacheEvent, cacheWindow), 0, 0
+	c.window, c.head, c.size = make([]cacheEvent, c.windowSize), 0, 0
 	c.ready = true
 	return nil
 }
@@ -617,7 +621,7 @@ func (c *watchCache) watchFrom(ctx context.Context, prefix string, sel selector,
 			return nil, nil, 0, err
 		}
 	}
-	w := &cacheWatcher{prefix: prefix, sel: sel, index: c.selectedIndex(sel), notify: make(chan struct{}, 1)}
+	w := &cacheWatcher{prefix: prefix, sel: sel, index: c.selectedIndex(sel), backlog: c.backlog, notify: make(chan struct{}, 1)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.ready {
@@ -661,9 +665,10 @@ func (c *watchCache) stopWatcher(w *cacheWatcher) {
 // cacheWatcher is one watch served from the cache: the cache queues events
 // without waiting, and the request's goroutine filters and writes them.
 type cacheWatcher struct {
-	prefix string
-	sel    selector
-	index  string
+	prefix  string
+	sel     selector
+	index   string
+	backlog int // maxWatcherBacklog
 
 	mu     sync.Mutex
 	queue  []cacheEvent
@@ -678,7 +683,7 @@ func (w *cacheWatcher) push(ev cacheEvent) bool {
 	if w.ended {
 		return false
 	}
-	if len(w.queue) >= maxWatcherBacklog {
+	if len(w.queue) >= w.backlog {
 		w.ended = true
 	} else {
 		w.queue = append(w.queue, ev)

@@ -1,0 +1,155 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"knode/internal/registry"
+	"knode/internal/registry/pod"
+	"knode/internal/storage/memory"
+)
+
+// cacheFixture is a server of pods over a memory store whose pod cache has
+// a window of 4 events and lets a watcher fall 2 events behind.
+type cacheFixture struct {
+	t     *testing.T
+	ctx   context.Context
+	store *memory.Store
+	st    *objectStore
+	c     *watchCache
+}
+
+func newCacheFixture(t *testing.T) *cacheFixture {
+	t.Helper()
+	store := memory.New(memory.Config{})
+	s, err := New(Config{Storage: store, Kinds: []registry.Kind{pod.Kind()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	st := s.stores[corev1.SchemeGroupVersion.WithResource("pods")]
+	st.cache.windowSize, st.cache.backlog = 4, 2
+	f := &cacheFixture{t: t, ctx: context.Background(), store: store, st: st, c: st.cache}
+	if _, _, err := f.c.list(f.ctx, st.prefix, everything(), true); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func everything() selector {
+	return selector{labels: labels.Everything(), fields: fields.Everything()}
+}
+
+// create stores a pod and returns its revision once the cache has it.
+func (f *cacheFixture) create(name string) int64 {
+	f.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	obj, err := f.st.Create(f.ctx, "default", p, createOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rev := obj.(*corev1.Pod).ResourceVersion
+	var n int64
+	fmt.Sscan(rev, &n)
+	if err := f.c.waitFresh(f.ctx, n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// replay is the names a watch from start is first given.
+func (f *cacheFixture) replay(start int64) ([]string, error) {
+	w, _, _, err := f.c.watchFrom(f.ctx, f.st.prefix, everything(), start, false, true)
+	if err != nil {
+		return nil, err
+	}
+	defer f.c.stopWatcher(w)
+	events, _ := w.take()
+	var names []string
+	for _, ev := range events {
+		typ, obj := w.convert(f.st, ev)
+		if typ != watch.Added {
+			f.t.Fatalf("replayed %s, want ADDED", typ)
+		}
+		names = append(names, obj.(*corev1.Pod).Name)
+	}
+	return names, nil
+}
+
+// The window keeps the last 4 events as it wraps; a watch resumes from
+// any revision inside it, in order, and from before it gets errTooOld.
+// Compaction moves the window's start.
+func TestCacheWindowWrapsAndCompacts(t *testing.T) {
+	f := newCacheFixture(t)
+	revs := map[string]int64{}
+	for i := 1; i <= 10; i++ {
+		name := fmt.Sprintf("p%02d", i)
+		revs[name] = f.create(name)
+	}
+	got, err := f.replay(revs["p06"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[p07 p08 p09 p10]" {
+		t.Errorf("watch from p06's revision replays %v, want [p07 p08 p09 p10]", got)
+	}
+	if _, err := f.replay(revs["p05"]); !errors.Is(err, errTooOld) {
+		t.Errorf("watch from p05's revision (before the window): %v, want errTooOld", err)
+	}
+	got, err = f.replay(revs["p10"])
+	if err != nil || len(got) != 0 {
+		t.Errorf("watch from the latest revision replays %v, %v; want nothing", got, err)
+	}
+
+	f.c.compacted(revs["p09"])
+	if _, err := f.replay(revs["p07"]); !errors.Is(err, errTooOld) {
+		t.Errorf("after compacting to p09, watch from p07: %v, want errTooOld", err)
+	}
+	got, err = f.replay(revs["p08"])
+	if err != nil || fmt.Sprint(got) != "[p09 p10]" {
+		t.Errorf("after compacting to p09, watch from p08 replays %v, %v; want [p09 p10]", got, err)
+	}
+	// Events keep coming after the trim, and the ring still wraps.
+	for i := 11; i <= 16; i++ {
+		name := fmt.Sprintf("p%02d", i)
+		revs[name] = f.create(name)
+	}
+	got, err = f.replay(revs["p12"])
+	if err != nil || fmt.Sprint(got) != "[p13 p14 p15 p16]" {
+		t.Errorf("watch from p12 replays %v, %v; want [p13 p14 p15 p16]", got, err)
+	}
+}
+
+// A watcher that falls more than its backlog behind is ended after the
+// events it holds, and leaves the cache.
+func TestCacheEndsWatcherThatFallsBehind(t *testing.T) {
+	f := newCacheFixture(t)
+	w, _, _, err := f.c.watchFrom(f.ctx, f.st.prefix, everything(), 0, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		f.create(fmt.Sprintf("p%d", i))
+	}
+	events, ended := w.take()
+	if len(events) != 2 || !ended {
+		t.Errorf("watcher holds %d events, ended %v; want 2 and ended", len(events), ended)
+	}
+	f.c.mu.Lock()
+	_, still := f.c.watchers[w]
+	f.c.mu.Unlock()
+	if still {
+		t.Error("an ended watcher is still registered")
+	}
+}
