@@ -423,6 +423,12 @@ func (a *Agent) SyncStatus(ctx context.Context) error {
 	now := a.cfg.Clock.Now()
 	node, err := a.cfg.Client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
 	if apierrors.IsNotFound(err) {
+		// The server's cache may not hold a Node registered an instant
+		// ago; only the store can say it is missing, as the kubelet's
+		// retries read it.
+		node, err = a.cfg.Client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
 		a.log.Debug("node not registered yet; not posting status")
 		return nil
 	}

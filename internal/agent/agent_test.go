@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,6 +71,9 @@ type cluster struct {
 	mu       sync.Mutex
 	requests []request
 	notify   chan struct{}
+	// cacheLags makes gets of Nodes at resourceVersion "0" answer 404, as
+	// from an API server whose watch cache has not yet seen the Node.
+	cacheLags atomic.Bool
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -83,6 +87,9 @@ func newCluster(t *testing.T) *cluster {
 		NodeRules: true,
 		Wrap:      c.record,
 		Logger:    quietLogger(),
+		// Status passes read the Node at resourceVersion "0"; strict reads
+		// make what they see, and so what they post, exact.
+		StrictReads: true,
 	})
 	c.admin = c.api.Admin
 	return c
@@ -92,7 +99,13 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) record(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		api.ServeHTTP(rec, r)
+		if c.cacheLags.Load() && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/nodes/") && r.URL.Query().Get("resourceVersion") == "0" {
+			rec.Header().Set("Content-Type", "application/json")
+			rec.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(rec, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"nodes %q not found"}`, strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/"))
+		} else {
+			api.ServeHTTP(rec, r)
+		}
 		c.mu.Lock()
 		c.requests = append(c.requests, request{
 			Token:  strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "),
@@ -697,6 +710,34 @@ func TestRunRegistersAndStops(t *testing.T) {
 	}
 	if want := t0.Add(100*time.Millisecond + 10200*time.Millisecond); l.Spec.RenewTime == nil || !l.Spec.RenewTime.Time.Equal(want) {
 		t.Errorf("lease renewTime %v, want %v (the second renewal)", l.Spec.RenewTime, want)
+	}
+}
+
+// A Node the server's cache does not hold yet is read from storage before
+// the agent concludes it is not registered: the first status pass after
+// registering posts.
+func TestSyncStatusRereadsNodeMissingFromCache(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	clk := testingclock.NewFakeClock(t0)
+	h := machine("node-1", node1IP)
+	a := newAgent(t, c, node1Token, "node-1", h, clk, nil)
+	if done, err := a.TryRegister(ctx); !done || err != nil {
+		t.Fatalf("TryRegister = %v, %v", done, err)
+	}
+	// Memory pressure makes a post due.
+	h.Update(func(s *fake.State) { s.Memory.Available = uint64(50 * mi) })
+	c.cacheLags.Store(true)
+	before := a.Stats().StatusPosts
+	if err := a.SyncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats().StatusPosts - before; got != 1 {
+		t.Errorf("status posts after a cache miss = %d, want 1", got)
+	}
+	gets := c.log(by(node1Token, http.MethodGet, "/api/v1/nodes/node-1"))
+	if len(gets) < 2 || gets[len(gets)-1].Query != "" {
+		t.Errorf("gets of node-1 = %+v, want a plain get after the one at revision 0", gets)
 	}
 }
 
