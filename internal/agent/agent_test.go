@@ -713,18 +713,25 @@ func TestRunRegistersAndStops(t *testing.T) {
 	}
 }
 
+// registeredNode1 is node-1's agent on a fake machine and clock, registered.
+func registeredNode1(t *testing.T) (*cluster, *testingclock.FakeClock, *fake.Host, *agent.Agent) {
+	t.Helper()
+	c := newCluster(t)
+	clk := testingclock.NewFakeClock(t0)
+	h := machine("node-1", node1IP)
+	a := newAgent(t, c, node1Token, "node-1", h, clk, nil)
+	if done, err := a.TryRegister(context.Background()); !done || err != nil {
+		t.Fatalf("TryRegister = %v, %v", done, err)
+	}
+	return c, clk, h, a
+}
+
 // A Node the server's cache does not hold yet is read from storage before
 // the agent concludes it is not registered: the first status pass after
 // registering posts.
 func TestSyncStatusRereadsNodeMissingFromCache(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t)
-	clk := testingclock.NewFakeClock(t0)
-	h := machine("node-1", node1IP)
-	a := newAgent(t, c, node1Token, "node-1", h, clk, nil)
-	if done, err := a.TryRegister(ctx); !done || err != nil {
-		t.Fatalf("TryRegister = %v, %v", done, err)
-	}
+	c, _, h, a := registeredNode1(t)
 	// Memory pressure makes a post due.
 	h.Update(func(s *fake.State) { s.Memory.Available = uint64(50 * mi) })
 	c.cacheLags.Store(true)
@@ -747,13 +754,7 @@ func TestSyncStatusRereadsNodeMissingFromCache(t *testing.T) {
 // post (the offset is 0: Rand is 0.5).
 func TestSyncStatusPostsOnChangeOrReportInterval(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t)
-	clk := testingclock.NewFakeClock(t0)
-	h := machine("node-1", node1IP)
-	a := newAgent(t, c, node1Token, "node-1", h, clk, nil)
-	if done, err := a.TryRegister(ctx); !done || err != nil {
-		t.Fatalf("TryRegister = %v, %v", done, err)
-	}
+	c, clk, h, a := registeredNode1(t)
 	setAvailable := func(v int64) func() {
 		return func() { h.Update(func(s *fake.State) { s.Memory.Available = uint64(v) }) }
 	}

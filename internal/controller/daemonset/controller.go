@@ -120,20 +120,12 @@ type backoff struct {
 
 // New checks cfg and builds a Controller.
 func New(cfg Config) (*Controller, error) {
-	if cfg.Client == nil {
-		return nil, errors.New("daemonset: Config.Client is required")
-	}
-	if cfg.ResyncPeriod < 0 {
-		return nil, fmt.Errorf("daemonset: ResyncPeriod %v must not be negative", cfg.ResyncPeriod)
-	}
-	if cfg.ResyncPeriod == 0 {
-		cfg.ResyncPeriod = DefaultResyncPeriod
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if err := loop.Check(loop.Settings{
+		Package: "daemonset", HasClient: cfg.Client != nil,
+		ResyncPeriod: &cfg.ResyncPeriod, DefaultResync: DefaultResyncPeriod,
+		Clock: &cfg.Clock, Logger: &cfg.Logger,
+	}); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger.With("controller", Name)
 	rec := &events.Recorder{Client: cfg.Client.CoreV1(), Source: Name, Logger: log}

@@ -90,20 +90,12 @@ type Collector struct {
 
 // New checks cfg and builds a Collector.
 func New(cfg Config) (*Collector, error) {
-	if cfg.Client == nil {
-		return nil, errors.New("garbagecollector: Config.Client is required")
-	}
-	if cfg.ResyncPeriod < 0 {
-		return nil, fmt.Errorf("garbagecollector: ResyncPeriod %v must not be negative", cfg.ResyncPeriod)
-	}
-	if cfg.ResyncPeriod == 0 {
-		cfg.ResyncPeriod = DefaultResyncPeriod
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if err := loop.Check(loop.Settings{
+		Package: "garbagecollector", HasClient: cfg.Client != nil,
+		ResyncPeriod: &cfg.ResyncPeriod, DefaultResync: DefaultResyncPeriod,
+		Clock: &cfg.Clock, Logger: &cfg.Logger,
+	}); err != nil {
+		return nil, err
 	}
 	return &Collector{cfg: cfg, log: cfg.Logger.With("controller", Name)}, nil
 }

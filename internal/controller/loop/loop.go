@@ -18,6 +18,7 @@ package loop
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -137,4 +138,39 @@ func TimerUntil(c clock.Clock, at time.Time) clock.Timer {
 		}
 		timer.Stop()
 	}
+}
+
+// Settings are the fields every loop-run controller's Config has, by
+// reference, so that Check can validate and default them in place.
+type Settings struct {
+	// Package prefixes error messages ("replicaset").
+	Package string
+	// HasClient reports whether Config.Client was set.
+	HasClient     bool
+	ResyncPeriod  *time.Duration
+	DefaultResync time.Duration
+	Clock         *clock.WithTicker
+	Logger        **slog.Logger
+}
+
+// Check refuses a missing client or a negative resync period, naming the
+// field, and fills the zero values: the default resync period, the real
+// clock and slog's default logger.
+func Check(s Settings) error {
+	if !s.HasClient {
+		return fmt.Errorf("%s: Config.Client is required", s.Package)
+	}
+	if *s.ResyncPeriod < 0 {
+		return fmt.Errorf("%s: ResyncPeriod %v must not be negative", s.Package, *s.ResyncPeriod)
+	}
+	if *s.ResyncPeriod == 0 {
+		*s.ResyncPeriod = s.DefaultResync
+	}
+	if *s.Clock == nil {
+		*s.Clock = clock.RealClock{}
+	}
+	if *s.Logger == nil {
+		*s.Logger = slog.Default()
+	}
+	return nil
 }

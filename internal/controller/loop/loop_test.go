@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"knode/internal/controller/loop"
@@ -294,5 +295,28 @@ func TestTimerUntil(t *testing.T) {
 	case <-timer.C():
 	default:
 		t.Fatal("did not fire at the time")
+	}
+}
+
+func TestCheckSettings(t *testing.T) {
+	var resync time.Duration
+	var clk clock.WithTicker
+	var logger *slog.Logger
+	settings := func(hasClient bool) loop.Settings {
+		return loop.Settings{Package: "demo", HasClient: hasClient, ResyncPeriod: &resync, DefaultResync: time.Minute, Clock: &clk, Logger: &logger}
+	}
+	if err := loop.Check(settings(false)); err == nil || err.Error() != "demo: Config.Client is required" {
+		t.Errorf("no client: %v", err)
+	}
+	resync = -time.Second
+	if err := loop.Check(settings(true)); err == nil || err.Error() != "demo: ResyncPeriod -1s must not be negative" {
+		t.Errorf("negative resync: %v", err)
+	}
+	resync = 0
+	if err := loop.Check(settings(true)); err != nil {
+		t.Fatal(err)
+	}
+	if resync != time.Minute || clk == nil || logger == nil {
+		t.Errorf("defaults: resync %v, clock %v, logger %v; want 1m, the real clock, slog's default", resync, clk, logger)
 	}
 }
