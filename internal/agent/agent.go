@@ -89,9 +89,21 @@ type Config struct {
 	// Runtime runs the pods bound to the node; nil runs none (the agent
 	// then only registers, reports and renews).
 	Runtime podruntime.Runtime
+	// Nodes reads the agent's own Node from a local cache, as the
+	// kubelet's node lister does: a status pass starts from it and reads
+	// the server only when it misses or on a retry. Nil: Run follows the
+	// Node with a watch of its own, and a SyncStatus called directly
+	// reads the server.
+	Nodes NodeLister
 	// OnReady is called once, the first time the posted status says Ready.
 	OnReady func(*corev1.Node)
 	Logger  *slog.Logger
+}
+
+// NodeLister gets a Node by name from a cache; the object it returns is
+// shared and read-only. client-go's NodeLister is one.
+type NodeLister interface {
+	Get(name string) (*corev1.Node, error)
 }
 
 // Defaults for Config.
@@ -154,6 +166,8 @@ type Agent struct {
 	setters  []nodestatus.Setter
 	schedule *statusreport.Schedule
 	renewer  *lease.Renewer
+	// nodes is Config.Nodes, or the cache Run fills.
+	nodes NodeLister
 
 	mu         sync.Mutex
 	registered bool
@@ -181,6 +195,7 @@ func New(cfg Config) (*Agent, error) {
 		log:      cfg.Logger.With("node", cfg.NodeName),
 		setters:  nodestatus.Setters(cfg.Status),
 		schedule: statusreport.NewSchedule(cfg.NodeStatusReportFrequency, cfg.Rand),
+		nodes:    cfg.Nodes,
 	}
 	renewer, err := lease.New(lease.Config{
 		Client:               cfg.Client,
@@ -225,6 +240,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer running.Done()
 		a.renewer.Run(ctx)
 	}()
+	if a.nodes == nil {
+		cache := &nodeCache{}
+		a.nodes = cache
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			a.follow(ctx, cache)
+		}()
+	}
 	if a.cfg.Runtime != nil {
 		worker, err := pods.New(pods.Config{Client: a.cfg.Client, NodeName: a.cfg.NodeName, Runtime: a.cfg.Runtime, Clock: a.cfg.Clock, Logger: a.log})
 		if err != nil {
@@ -416,24 +440,47 @@ func (a *Agent) computeStatus(node *corev1.Node, now time.Time) error {
 	return nodestatus.Apply(a.setters, node, nodestatus.Facts{Host: facts}, now)
 }
 
+// nodeStatusUpdateRetry is how many times a status pass tries before it
+// gives up until the next one (upstream's count).
+const nodeStatusUpdateRetry = 5
+
 // SyncStatus computes the Node's status once and posts it when it changed
 // or when the report interval has passed. Before the Node exists it does
-// nothing.
+// nothing. A failed try is made again, from the Node as the server has it,
+// up to nodeStatusUpdateRetry times.
 func (a *Agent) SyncStatus(ctx context.Context) error {
-	now := a.cfg.Clock.Now()
-	node, err := a.cfg.Client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
-	if apierrors.IsNotFound(err) {
-		// The server's cache may not hold a Node registered an instant
-		// ago; only the store can say it is missing, as the kubelet's
-		// retries read it.
-		node, err = a.cfg.Client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	var err error
+	for try := 0; try < nodeStatusUpdateRetry; try++ {
+		if err = a.trySyncStatus(ctx, try); err == nil || ctx.Err() != nil {
+			return err
+		}
+		a.log.Debug("node status update failed, will retry", "err", err)
 	}
+	return fmt.Errorf("update node status exceeds retry count: %w", err)
+}
+
+// readNode is the Node a status try starts from: the first try's comes
+// from the local cache when there is one and it holds the Node; every
+// other read is a consistent read from the server, so a Node registered an
+// instant ago is never taken for missing.
+func (a *Agent) readNode(ctx context.Context, try int) (*corev1.Node, error) {
+	if try == 0 && a.nodes != nil {
+		if node, err := a.nodes.Get(a.cfg.NodeName); err == nil && node != nil {
+			return node, nil
+		}
+	}
+	return a.cfg.Client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+}
+
+func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
+	now := a.cfg.Clock.Now()
+	node, err := a.readNode(ctx, try)
 	if apierrors.IsNotFound(err) {
 		a.log.Debug("node not registered yet; not posting status")
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("error getting node %q: %w", a.cfg.NodeName, err)
 	}
 	updated := node.DeepCopy()
 	if err := a.computeStatus(updated, now); err != nil {

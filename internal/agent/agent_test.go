@@ -71,9 +71,8 @@ type cluster struct {
 	mu       sync.Mutex
 	requests []request
 	notify   chan struct{}
-	// cacheLags makes gets of Nodes at resourceVersion "0" answer 404, as
-	// from an API server whose watch cache has not yet seen the Node.
-	cacheLags atomic.Bool
+	// failStatus makes the next this many status PATCHes answer 500.
+	failStatus atomic.Int32
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -87,9 +86,6 @@ func newCluster(t *testing.T) *cluster {
 		NodeRules: true,
 		Wrap:      c.record,
 		Logger:    quietLogger(),
-		// Status passes read the Node at resourceVersion "0"; strict reads
-		// make what they see, and so what they post, exact.
-		StrictReads: true,
 	})
 	c.admin = c.api.Admin
 	return c
@@ -99,10 +95,10 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) record(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		if c.cacheLags.Load() && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/nodes/") && r.URL.Query().Get("resourceVersion") == "0" {
+		if r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/status") && c.failStatus.Add(-1) >= 0 {
 			rec.Header().Set("Content-Type", "application/json")
-			rec.WriteHeader(http.StatusNotFound)
-			fmt.Fprintf(rec, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"nodes %q not found"}`, strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/"))
+			rec.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(rec, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"InternalError","code":500,"message":"injected failure"}`)
 		} else {
 			api.ServeHTTP(rec, r)
 		}
@@ -614,7 +610,7 @@ func TestRegisterNodeFalse(t *testing.T) {
 	// The first status sync finds no Node; the first lease pass cannot
 	// create a Lease without its owner, and waits a renew interval.
 	c.waitForRequests(t, "first status sync", 1, func(r request) bool {
-		return by(node1Token, http.MethodGet, "/api/v1/nodes/node-1")(r) && strings.Contains(r.Query, "resourceVersion=0")
+		return by(node1Token, http.MethodGet, "/api/v1/nodes/node-1")(r)
 	})
 	c.waitForRequests(t, "first lease pass", 1, by(node1Token, http.MethodGet, "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-1"))
 	waits := clk.waitForTimers(t, 1)
@@ -726,26 +722,149 @@ func registeredNode1(t *testing.T) (*cluster, *testingclock.FakeClock, *fake.Hos
 	return c, clk, h, a
 }
 
-// A Node the server's cache does not hold yet is read from storage before
-// the agent concludes it is not registered: the first status pass after
-// registering posts.
-func TestSyncStatusRereadsNodeMissingFromCache(t *testing.T) {
+// listerFunc is an agent.NodeLister.
+type listerFunc func(name string) (*corev1.Node, error)
+
+func (f listerFunc) Get(name string) (*corev1.Node, error) { return f(name) }
+
+// A status pass starts from the local cache of the Node when it holds it,
+// and reads the server only when it misses; a failed post is tried again
+// from the Node as the server has it.
+func TestSyncStatusReadsLocalCacheFirst(t *testing.T) {
+	gets := func(c *cluster) int { return len(c.log(by(node1Token, http.MethodGet, "/api/v1/nodes/node-1"))) }
+	patches := func(c *cluster) int {
+		return len(c.log(func(r request) bool {
+			return r.Token == node1Token && r.Method == http.MethodPatch && r.Code == http.StatusOK
+		}))
+	}
+	for _, tc := range []struct {
+		name string
+		// hit: the cache holds the Node; else it answers NotFound.
+		hit bool
+		// failures is how many status PATCHes fail first.
+		failures int32
+		// wantGets are the server reads of node-1 the pass makes.
+		wantGets int
+	}{
+		{name: "cache holds the Node", hit: true, wantGets: 0},
+		{name: "cache misses", hit: false, wantGets: 1},
+		{name: "post fails once", hit: true, failures: 1, wantGets: 1},
+		{name: "post fails four times", hit: true, failures: 4, wantGets: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := newCluster(t)
+			clk := testingclock.NewFakeClock(t0)
+			h := machine("node-1", node1IP)
+			lookups := 0
+			a := newAgent(t, c, node1Token, "node-1", h, clk, func(cfg *agent.Config) {
+				cfg.Nodes = listerFunc(func(name string) (*corev1.Node, error) {
+					lookups++
+					if !tc.hit || name != "node-1" {
+						return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
+					}
+					return c.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+				})
+			})
+			if done, err := a.TryRegister(ctx); !done || err != nil {
+				t.Fatalf("TryRegister = %v, %v", done, err)
+			}
+			// Memory pressure makes a post due.
+			h.Update(func(s *fake.State) { s.Memory.Available = uint64(50 * mi) })
+			c.failStatus.Store(tc.failures)
+			getsBefore, patchesBefore := gets(c), patches(c)
+			if err := a.SyncStatus(ctx); err != nil {
+				t.Fatalf("SyncStatus = %v", err)
+			}
+			if lookups != 1 {
+				t.Errorf("cache lookups = %d, want 1 (the first try only)", lookups)
+			}
+			if got := gets(c) - getsBefore; got != tc.wantGets {
+				t.Errorf("server reads of node-1 = %d, want %d", got, tc.wantGets)
+			}
+			if got := patches(c) - patchesBefore; got != 1 {
+				t.Errorf("successful status posts = %d, want 1", got)
+			}
+			if got := a.Stats(); got.StatusPosts != 1 || got.StatusErrors != int64(tc.failures) {
+				t.Errorf("Stats = %+v, want 1 post and %d errors", got, tc.failures)
+			}
+			if got := conditions(getNode(t, c, "node-1"))[corev1.NodeMemoryPressure].Status; got != corev1.ConditionTrue {
+				t.Errorf("MemoryPressure = %q after the pass, want True", got)
+			}
+		})
+	}
+}
+
+// Five failed tries end the pass with an error; the next pass tries again.
+func TestSyncStatusGivesUpAfterFiveTries(t *testing.T) {
 	ctx := context.Background()
 	c, _, h, a := registeredNode1(t)
-	// Memory pressure makes a post due.
 	h.Update(func(s *fake.State) { s.Memory.Available = uint64(50 * mi) })
-	c.cacheLags.Store(true)
-	before := a.Stats().StatusPosts
+	c.failStatus.Store(5)
+	err := a.SyncStatus(ctx)
+	if err == nil || !strings.Contains(err.Error(), "update node status exceeds retry count") {
+		t.Fatalf("SyncStatus = %v, want the retry count exceeded", err)
+	}
+	if got := a.Stats(); got.StatusErrors != 5 {
+		t.Errorf("StatusErrors = %d, want 5", got.StatusErrors)
+	}
 	if err := a.SyncStatus(ctx); err != nil {
-		t.Fatal(err)
+		t.Fatalf("next SyncStatus = %v", err)
 	}
-	if got := a.Stats().StatusPosts - before; got != 1 {
-		t.Errorf("status posts after a cache miss = %d, want 1", got)
+	if got := conditions(getNode(t, c, "node-1"))[corev1.NodeMemoryPressure].Status; got != corev1.ConditionTrue {
+		t.Errorf("MemoryPressure = %q after the next pass, want True", got)
 	}
-	gets := c.log(by(node1Token, http.MethodGet, "/api/v1/nodes/node-1"))
-	if len(gets) < 2 || gets[len(gets)-1].Query != "" {
-		t.Errorf("gets of node-1 = %+v, want a plain get after the one at revision 0", gets)
+}
+
+// Run follows the Node with a list and watch pinned to its name, and its
+// status passes read the Node from there rather than from the server.
+func TestRunReadsNodeFromItsWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := newCluster(t)
+	clk := newRecordingClock()
+	h := machine("node-1", node1IP)
+	a := newAgent(t, c, node1Token, "node-1", h, clk, nil)
+	result := make(chan error, 1)
+	go func() { result <- a.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-result
+		}
 	}
+	defer stop()
+	clk.waitForTimers(t, 1)
+	clk.Step(100 * time.Millisecond)
+	pinned := func(r request) bool {
+		return r.Token == node1Token && r.Path == "/api/v1/nodes" && strings.Contains(r.Query, "fieldSelector=metadata.name%3Dnode-1")
+	}
+	c.waitForRequests(t, "list of node-1", 1, pinned)
+	isPatch := by(node1Token, http.MethodPatch, "/api/v1/nodes/node-1/status")
+	// Each step changes the CPU count, so each pass posts, whether or not
+	// the watch has brought the last post yet.
+	for i, cpus := range []int{5, 6, 7} {
+		h.Update(func(s *fake.State) { s.CPUs = cpus })
+		mark := len(c.log(nil))
+		clk.Step(agent.DefaultNodeStatusUpdateFrequency)
+		c.waitForRequests(t, "status post", i+1, isPatch)
+		if i == 0 {
+			// The pass before this one may have read the server before
+			// the watch began.
+			continue
+		}
+		for _, r := range c.log(nil)[mark:] {
+			if r.Token == node1Token && r.Method == http.MethodGet && r.Path == "/api/v1/nodes/node-1" {
+				t.Errorf("pass %d read the server: %s", i+1, r)
+			}
+		}
+	}
+	// A watch is logged when the server sees it end.
+	stop()
+	c.waitForRequests(t, "watch of node-1 pinned to its name", 1, func(r request) bool {
+		return pinned(r) && strings.Contains(r.Query, "watch=true")
+	})
 }
 
 // TestSyncStatusPostsOnChangeOrReportInterval steps through a script:

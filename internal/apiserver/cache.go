@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
@@ -28,8 +29,8 @@ import (
 //
 //   - lists without pagination (resourceVersion "" once the hub has caught
 //     up with the store, "0" at once);
-//   - lists selected by the indexed field (a pod's spec.nodeName), from an
-//     index rather than a scan;
+//   - lists selected by the indexed field (a pod's spec.nodeName, any
+//     other object's metadata.name), from an index rather than a scan;
 //   - watches from any revision inside its window of recent events, and
 //     watches that start with the current state.
 //
@@ -52,9 +53,14 @@ const (
 	fillPageSize = 1000
 )
 
-// indexedField is the field whose exact-match selectors are answered from an
-// index, when a kind has it: every agent lists and watches its own pods by it.
-const indexedField = "spec.nodeName"
+// The indexed field of a kind is the one whose exact-match selectors are
+// answered from an index: every agent lists and watches its own pods by
+// spec.nodeName, and its own Node by metadata.name. Kinds without
+// spec.nodeName are indexed by name.
+const (
+	nodeNameField = "spec.nodeName"
+	nameField     = "metadata.name"
+)
 
 // errTooOld: the revision asked for is older than the cache's window.
 var errTooOld = errors.New("revision older than the watch cache")
@@ -234,9 +240,10 @@ type cacheEvent struct {
 
 // watchCache is the cache of one resource.
 type watchCache struct {
-	st      *objectStore
-	hub     *cacheHub
-	indexed bool
+	st  *objectStore
+	hub *cacheHub
+	// indexField is nodeNameField or nameField.
+	indexField string
 	// windowSize and backlog are cacheWindow and maxWatcherBacklog, but
 	// for tests.
 	windowSize, backlog int
@@ -258,9 +265,12 @@ type watchCache struct {
 }
 
 func newWatchCache(st *objectStore, hub *cacheHub) *watchCache {
-	_, indexed := st.fieldSet(st.kind.New())[indexedField]
+	field := nameField
+	if _, ok := st.fieldSet(st.kind.New())[nodeNameField]; ok {
+		field = nodeNameField
+	}
 	return &watchCache{
-		st: st, hub: hub, indexed: indexed,
+		st: st, hub: hub, indexField: field,
 		windowSize: cacheWindow, backlog: maxWatcherBacklog,
 		watchers:   map[*cacheWatcher]struct{}{},
 		byWatchIdx: map[string]map[*cacheWatcher]struct{}{},
@@ -269,10 +279,15 @@ func newWatchCache(st *objectStore, hub *cacheHub) *watchCache {
 
 // indexOf is obj's value of the indexed field.
 func (c *watchCache) indexOf(obj runtime.Object) string {
-	if !c.indexed || obj == nil {
+	if obj == nil {
 		return ""
 	}
-	return c.st.fieldSet(obj)[indexedField]
+	if c.indexField == nameField {
+		if m, ok := obj.(metav1.Object); ok {
+			return m.GetName()
+		}
+	}
+	return c.st.fieldSet(obj)[c.indexField]
 }
 
 // currentLocked is the revision the cache is current at.
@@ -475,14 +490,12 @@ func (c *watchCache) apply(ev storage.Event) error {
 	for w := range c.watchers {
 		c.deliverLocked(w, ce)
 	}
-	if c.indexed {
-		for w := range c.byWatchIdx[ce.index] {
+	for w := range c.byWatchIdx[ce.index] {
+		c.deliverLocked(w, ce)
+	}
+	if ce.prevIndex != ce.index {
+		for w := range c.byWatchIdx[ce.prevIndex] {
 			c.deliverLocked(w, ce)
-		}
-		if ce.prevIndex != ce.index {
-			for w := range c.byWatchIdx[ce.prevIndex] {
-				c.deliverLocked(w, ce)
-			}
 		}
 	}
 	return nil
@@ -517,10 +530,7 @@ func (c *watchCache) removeWatcherLocked(w *cacheWatcher) {
 
 // selectedIndex is the indexed field's value sel requires, if any.
 func (c *watchCache) selectedIndex(sel selector) string {
-	if !c.indexed {
-		return ""
-	}
-	v, _ := sel.fields.RequiresExactMatch(indexedField)
+	v, _ := sel.fields.RequiresExactMatch(c.indexField)
 	return v
 }
 

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"knode/internal/registry"
+	"knode/internal/registry/node"
 	"knode/internal/registry/pod"
 	"knode/internal/storage/memory"
 )
@@ -151,5 +154,65 @@ func TestCacheEndsWatcherThatFallsBehind(t *testing.T) {
 	f.c.mu.Unlock()
 	if still {
 		t.Error("an ended watcher is still registered")
+	}
+}
+
+// Pods are indexed by spec.nodeName and nodes by name, so a watcher pinned
+// to either is handed only the events of its own objects.
+func TestIndexedWatchersHearOnlyTheirOwn(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New(memory.Config{})
+	s, err := New(Config{Storage: store, Kinds: []registry.Kind{pod.Kind(), node.Kind()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	pods := s.stores[corev1.SchemeGroupVersion.WithResource("pods")]
+	nodes := s.stores[corev1.SchemeGroupVersion.WithResource("nodes")]
+	if pods.cache.indexField != nodeNameField || nodes.cache.indexField != nameField {
+		t.Fatalf("indexed fields: pods %q, nodes %q; want %q and %q", pods.cache.indexField, nodes.cache.indexField, nodeNameField, nameField)
+	}
+	pinned := func(field, value string) selector {
+		return selector{labels: labels.Everything(), fields: fields.OneTermEqualSelector(field, value)}
+	}
+	watchers := map[string]*cacheWatcher{}
+	for _, name := range []string{"n1", "n2"} {
+		w, _, _, err := nodes.cache.watchFrom(ctx, nodes.prefix, pinned(nameField, name), 0, true, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nodes.cache.stopWatcher(w) })
+		watchers[name] = w
+	}
+	for _, name := range []string{"n1", "n2", "n3"} {
+		if _, err := nodes.Create(ctx, "", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, createOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel := func(cur runtime.Object) (runtime.Object, error) {
+		n := cur.(*corev1.Node).DeepCopy()
+		n.Labels = map[string]string{"changed": "yes"}
+		return n, nil
+	}
+	if _, err := nodes.Update(ctx, "", "n2", relabel, updateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := store.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes.cache.waitFresh(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"n1": 1, "n2": 2} {
+		events, _ := watchers[name].take()
+		if len(events) != want {
+			t.Errorf("watcher of %s was handed %d events, want %d (its own only)", name, len(events), want)
+		}
+		for _, ev := range events {
+			if !strings.HasSuffix(ev.key, "/"+name) {
+				t.Errorf("watcher of %s was handed %s", name, ev.key)
+			}
+		}
 	}
 }

@@ -85,6 +85,7 @@ func (w *World) addAgent(zone string, index int) error {
 		RootDir:                   "/var/lib/knode",
 		Clock:                     w.clk,
 		Rand:                      w.agentRand(seq),
+		Nodes:                     nodeLister{w.mirror},
 		Logger:                    w.log,
 	})
 	if err != nil {

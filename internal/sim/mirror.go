@@ -249,3 +249,14 @@ func (s source) PodsOnNode(_ context.Context, node string) ([]*corev1.Pod, error
 	}
 	return s.m.podsOnNode(node), nil
 }
+
+// nodeLister serves each agent's reads of its own Node from the mirror, in
+// the role of the kubelet's node informer.
+type nodeLister struct{ m *mirror }
+
+func (l nodeLister) Get(name string) (*corev1.Node, error) {
+	if n := l.m.nodes[name]; n != nil {
+		return n, nil
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
+}

@@ -15,8 +15,9 @@
 // Changed, ShouldPost, Offset and StatusPatch are pure. A Schedule holds
 // the two facts the decision needs between passes (the last post and its
 // offset) and takes time as an argument; it never reads a clock. PatchStatus
-// is the only I/O: one strategic-merge PATCH of nodes/<name>/status, tried
-// up to MaxPatchAttempts times.
+// is the only I/O: one strategic-merge PATCH of nodes/<name>/status. The
+// agent's status pass retries a failed one from a fresh read of the Node,
+// as upstream's nodeStatusUpdateRetry loop does.
 //
 // What callers must do: compute the new status on a copy of the Node they
 // read, call Changed and Schedule.Due, post with PatchStatus, and report a
@@ -52,8 +53,6 @@ const (
 	// DefaultReportFrequency is nodeStatusReportFrequency: the longest an
 	// unchanged status goes unposted (before the offset).
 	DefaultReportFrequency = 5 * time.Minute
-	// MaxPatchAttempts is nodeStatusUpdateRetry.
-	MaxPatchAttempts = 5
 )
 
 // Changed reports whether current differs from last in anything but the
@@ -267,25 +266,17 @@ func withReplacedAddresses(patch []byte, addresses []corev1.NodeAddress) ([]byte
 }
 
 // PatchStatus posts updated's status (and metadata) over original with one
-// strategic-merge PATCH of nodes/<name>/status, tried up to
-// MaxPatchAttempts times, and returns the Node the server stored. It stops
-// early when ctx ends. original must be the Node as last read from the
-// server and updated a modified copy of it.
+// strategic-merge PATCH of nodes/<name>/status, and returns the Node the
+// server stored. original must be the Node as last read (from the server
+// or a cache of it) and updated a modified copy of it.
 func PatchStatus(ctx context.Context, client kubernetes.Interface, original, updated *corev1.Node) (*corev1.Node, error) {
 	patch, err := StatusPatch(original, updated)
 	if err != nil {
 		return nil, err
 	}
-	var last error
-	for range MaxPatchAttempts {
-		n, err := client.CoreV1().Nodes().Patch(ctx, original.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-		if err == nil {
-			return n, nil
-		}
-		last = err
-		if ctx.Err() != nil {
-			break
-		}
+	n, err := client.CoreV1().Nodes().Patch(ctx, original.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return nil, fmt.Errorf("failed to patch status %q for node %q: %w", patch, original.Name, err)
 	}
-	return nil, fmt.Errorf("failed to patch status %q for node %q: %w", patch, original.Name, last)
+	return n, nil
 }
