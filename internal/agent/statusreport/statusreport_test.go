@@ -402,4 +402,3 @@ func TestPatchStatus(t *testing.T) {
 		})
 	}
 }
-
