@@ -250,7 +250,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	if a.cfg.Runtime != nil {
-		worker, err := pods.New(pods.Config{Client: a.cfg.Client, NodeName: a.cfg.NodeName, Runtime: a.cfg.Runtime, Clock: a.cfg.Clock, Logger: a.log})
+		worker, err := pods.New(pods.Config{Client: a.cfg.Client, NodeName: a.cfg.NodeName, Nodes: a.nodes, Runtime: a.cfg.Runtime, Clock: a.cfg.Clock, Logger: a.log})
 		if err != nil {
 			return err
 		}

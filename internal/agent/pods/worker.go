@@ -59,6 +59,12 @@ const DefaultResyncPeriod = 10 * time.Second
 // eventSource is the component the worker's events name, as the kubelet's.
 const eventSource = "kubelet"
 
+// NodeLister gets a Node by name from a cache; the object it returns is
+// shared and read-only.
+type NodeLister interface {
+	Get(name string) (*corev1.Node, error)
+}
+
 // Config builds a Worker.
 type Config struct {
 	// Client acts as the node's identity. Required.
@@ -70,6 +76,9 @@ type Config struct {
 	// Clock drives Run's resync and stamps statuses; nil means the real
 	// clock.
 	Clock clock.WithTicker
+	// Nodes reads the Node from a local cache (the agent's copy of it);
+	// nil, or a miss, reads the server.
+	Nodes NodeLister
 	// Allocatable is what admission may hand out; nil means the Node's
 	// status.allocatable. A list without "pods" admits no pod.
 	Allocatable func() corev1.ResourceList
@@ -167,7 +176,7 @@ func (w *Worker) nodeSelector() string {
 func (w *Worker) Sync(ctx context.Context) error {
 	w.syncing.Lock()
 	defer w.syncing.Unlock()
-	node, err := w.cfg.Client.CoreV1().Nodes().Get(ctx, w.cfg.NodeName, metav1.GetOptions{})
+	node, err := w.node(ctx)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -226,6 +235,17 @@ func (w *Worker) Sync(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// node is the worker's Node: the cached copy when there is one, else the
+// server's.
+func (w *Worker) node(ctx context.Context) (*corev1.Node, error) {
+	if w.cfg.Nodes != nil {
+		if n, err := w.cfg.Nodes.Get(w.cfg.NodeName); err == nil && n != nil {
+			return n, nil
+		}
+	}
+	return w.cfg.Client.CoreV1().Nodes().Get(ctx, w.cfg.NodeName, metav1.GetOptions{})
 }
 
 // pass is what one Sync knows of the node.

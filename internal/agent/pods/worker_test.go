@@ -551,3 +551,60 @@ func TestConfigValidation(t *testing.T) {
 		t.Errorf("err = %v, want %q", err, want)
 	}
 }
+
+// nodeListerFunc is a pods.NodeLister.
+type nodeListerFunc func(name string) (*corev1.Node, error)
+
+func (f nodeListerFunc) Get(name string) (*corev1.Node, error) { return f(name) }
+
+// A pass judges pods against the Node its lister holds, and reads the
+// server only when the lister misses.
+func TestSyncReadsNodeFromLister(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hit  bool
+		// wantSecond is the second pod's phase: the cached Node has room
+		// for one pod, the server's for ten.
+		wantSecond corev1.PodPhase
+	}{
+		{name: "cached Node", hit: true, wantSecond: corev1.PodFailed},
+		{name: "cache misses", hit: false, wantSecond: corev1.PodRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, roomy)
+			stored, err := c.admin.CoreV1().Nodes().Get(c.ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cached := stored.DeepCopy()
+			cached.Status.Allocatable = resources("cpu", "2", "memory", "4Gi", "pods", "1")
+			w, err := pods.New(pods.Config{
+				Client:   c.nodeClient,
+				NodeName: nodeName,
+				Nodes: nodeListerFunc(func(name string) (*corev1.Node, error) {
+					if !tc.hit || name != nodeName {
+						return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
+					}
+					return cached, nil
+				}),
+				Runtime: c.rt,
+				Clock:   c.clk,
+				Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.worker = w
+			c.create(pod("first", corev1.RestartPolicyAlways, "busybox"))
+			c.clk.Step(time.Second)
+			c.create(pod("second", corev1.RestartPolicyAlways, "busybox"))
+			c.sync()
+			if got := c.get("first").Status.Phase; got != corev1.PodRunning {
+				t.Errorf("first pod %s, want Running", got)
+			}
+			if got := c.get("second").Status.Phase; got != tc.wantSecond {
+				t.Errorf("second pod %s, want %s", got, tc.wantSecond)
+			}
+		})
+	}
+}
