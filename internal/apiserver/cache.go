@@ -67,6 +67,15 @@ var errTooOld = errors.New("revision older than the watch cache")
 
 var errStopping = errors.New("server is shutting down")
 
+// errNotFresh: the cache did not reach the revision a consistent list
+// needs within freshWait; the list is then served from storage, as
+// upstream falls back to etcd.
+var errNotFresh = errors.New("watch cache is not fresh enough")
+
+// freshWait is how long a consistent list waits for its cache to reach
+// the store's revision before it reads storage instead (upstream's 3 s).
+const freshWait = 3 * time.Second
+
 // cacheHub follows the store with one watch and feeds the caches.
 type cacheHub struct {
 	storage  storage.Interface
@@ -110,8 +119,9 @@ func (h *cacheHub) notify() {
 	h.mu.Unlock()
 }
 
-// waitFor waits until cond holds; cond is checked after every change.
-func (h *cacheHub) waitFor(ctx context.Context, cond func() bool) error {
+// waitFor waits until cond holds; cond is checked after every change. It
+// gives up with errNotFresh when giveUp fires (nil: never).
+func (h *cacheHub) waitFor(ctx context.Context, cond func() bool, giveUp <-chan time.Time) error {
 	h.waiters.Add(1)
 	defer h.waiters.Add(-1)
 	for {
@@ -123,6 +133,8 @@ func (h *cacheHub) waitFor(ctx context.Context, cond func() bool) error {
 		}
 		select {
 		case <-ch:
+		case <-giveUp:
+			return errNotFresh
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-h.stopping:
@@ -323,18 +335,35 @@ func (c *watchCache) waitReady(ctx context.Context) error {
 // waitFresh waits until the cache is current at rev, a revision the store
 // has reached.
 func (c *watchCache) waitFresh(ctx context.Context, rev int64) error {
+	return c.waitFreshWithin(ctx, rev, 0)
+}
+
+// waitFreshWithin is waitFresh giving up after limit on the server's clock
+// (0: never) with errNotFresh. The timer is made only when the cache has
+// to be waited for.
+func (c *watchCache) waitFreshWithin(ctx context.Context, rev int64, limit time.Duration) error {
+	var giveUp <-chan time.Time
 	for {
 		if err := c.waitReady(ctx); err != nil {
 			return err
 		}
 		fresh, ready := false, true
-		err := c.hub.waitFor(ctx, func() bool {
+		check := func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			ready = c.ready
 			fresh = c.ready && c.currentLocked() >= rev
 			return fresh || !ready
-		})
+		}
+		if check() && fresh {
+			return nil
+		}
+		if limit > 0 && giveUp == nil {
+			t := c.hub.clock.NewTimer(limit)
+			defer t.Stop()
+			giveUp = t.C()
+		}
+		err := c.hub.waitFor(ctx, check, giveUp)
 		if err != nil || fresh {
 			return err
 		}
@@ -553,8 +582,9 @@ func (c *watchCache) get(ctx context.Context, key string) (runtime.Object, error
 
 // list returns the objects under prefix that sel matches, in key order,
 // shared and read-only, and the cache revision they are current at.
-// consistent first waits until the cache has reached the store's revision.
-func (c *watchCache) list(ctx context.Context, prefix string, sel selector, consistent bool) ([]runtime.Object, int64, error) {
+// consistent first waits until the cache has reached the store's revision,
+// giving up after limit (0: never) with errNotFresh.
+func (c *watchCache) list(ctx context.Context, prefix string, sel selector, consistent bool, limit time.Duration) ([]runtime.Object, int64, error) {
 	if err := c.waitReady(ctx); err != nil {
 		return nil, 0, err
 	}
@@ -563,7 +593,7 @@ func (c *watchCache) list(ctx context.Context, prefix string, sel selector, cons
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := c.waitFresh(ctx, rev); err != nil {
+		if err := c.waitFreshWithin(ctx, rev, limit); err != nil {
 			return nil, 0, err
 		}
 	}

@@ -2,10 +2,15 @@ package apiserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	goruntime "runtime"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"knode/internal/registry"
 	"knode/internal/registry/node"
 	"knode/internal/registry/pod"
+	"knode/internal/storage"
 	"knode/internal/storage/memory"
 )
 
@@ -41,7 +48,7 @@ func newCacheFixture(t *testing.T) *cacheFixture {
 	st := s.stores[corev1.SchemeGroupVersion.WithResource("pods")]
 	st.cache.windowSize, st.cache.backlog = 4, 2
 	f := &cacheFixture{t: t, ctx: context.Background(), store: store, st: st, c: st.cache}
-	if _, _, err := f.c.list(f.ctx, st.prefix, everything(), true); err != nil {
+	if _, _, err := f.c.list(f.ctx, st.prefix, everything(), true, 0); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -214,5 +221,66 @@ func TestIndexedWatchersHearOnlyTheirOwn(t *testing.T) {
 				t.Errorf("watcher of %s was handed %s", name, ev.key)
 			}
 		}
+	}
+}
+
+// stalledStore is a store whose watches never deliver an event, as an etcd
+// watch that has stopped making progress.
+type stalledStore struct{ storage.Interface }
+
+type stalledWatch struct{ events chan storage.Event }
+
+func (w stalledWatch) Events() <-chan storage.Event { return w.events }
+func (w stalledWatch) Err() error                   { return nil }
+func (w stalledWatch) Stop()                        {}
+
+func (s stalledStore) Watch(ctx context.Context, prefix string, from int64) (storage.Watcher, error) {
+	return stalledWatch{events: make(chan storage.Event)}, nil
+}
+
+// A consistent list whose cache cannot catch up with the store is served
+// from storage after freshWait on the server's clock.
+func TestConsistentListFallsBackToStorage(t *testing.T) {
+	ctx := context.Background()
+	clk := testingclock.NewFakeClock(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
+	s, err := New(Config{Storage: stalledStore{memory.New(memory.Config{})}, Kinds: []registry.Kind{pod.Kind()}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	st := s.stores[corev1.SchemeGroupVersion.WithResource("pods")]
+	if _, _, err := st.cache.list(ctx, st.prefix, everything(), true, 0); err != nil {
+		t.Fatal(err)
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if _, err := st.Create(ctx, "default", p, createOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/pods", nil)
+		if err := s.list(ctx, rec, r, st, "default"); err != nil {
+			t.Error(err)
+		}
+		done <- rec
+	}()
+	// The list waits on the clock until freshWait has passed.
+	for !clk.HasWaiters() {
+		goruntime.Gosched()
+	}
+	select {
+	case <-done:
+		t.Fatal("the list answered before the cache caught up or freshWait passed")
+	default:
+	}
+	clk.Step(freshWait)
+	rec := <-done
+	var list corev1.PodList
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil {
+		t.Fatalf("decoding %q: %v", rec.Body.String(), err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "web" {
+		t.Errorf("list after the fallback = %v, want the pod only storage has", list.Items)
 	}
 }

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -225,8 +226,19 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	if fromCache(opts) {
 		// Unpaginated lists, and lists at any revision ("0", where upstream
 		// ignores the limit), are served by the watch cache.
-		res.items, res.revision, err = st.cache.list(ctx, st.listPrefix(namespace), sel, opts.ResourceVersion == "" || s.cfg.StrictReads)
-	} else {
+		// A consistent list whose cache lags more than freshWait reads
+		// storage instead. Strict reads (the simulator's) wait without a
+		// limit, so that no timer enters its virtual clock.
+		limit := freshWait
+		if s.cfg.StrictReads {
+			limit = 0
+		}
+		res.items, res.revision, err = st.cache.list(ctx, st.listPrefix(namespace), sel, opts.ResourceVersion == "" || s.cfg.StrictReads, limit)
+	}
+	if !fromCache(opts) || errors.Is(err, errNotFresh) {
+		if err != nil {
+			s.log.Debug("watch cache is not fresh enough; listing from storage", "resource", st.gr.String())
+		}
 		res, err = st.List(ctx, namespace, sopts, func(obj runtime.Object) bool { return sel.matches(st, obj) })
 	}
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,6 +95,9 @@ type Config struct {
 	// on the writes made before it: the simulator sets it. Without it, as
 	// upstream, they are answered from the watch caches at once.
 	StrictReads bool
+	// Metrics, when set, receives apiserver_request_total and
+	// apiserver_request_duration_seconds.
+	Metrics prometheus.Registerer
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -107,6 +111,7 @@ type Server struct {
 	// byGroup lists the kinds of each group version, in Config order.
 	groups    []groupInfo
 	namespace *objectStore
+	metrics   *requestMetrics
 	// stopping is closed by Close; the watch caches end with it.
 	stopping  chan struct{}
 	closeOnce sync.Once
@@ -135,6 +140,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.Authorizer = auth.MastersAuthorizer{}
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stores: map[schema.GroupVersionResource]*objectStore{}, stopping: make(chan struct{})}
+	if cfg.Metrics != nil {
+		m, err := newRequestMetrics(cfg.Metrics)
+		if err != nil {
+			return nil, fmt.Errorf("apiserver: registering metrics: %w", err)
+		}
+		s.metrics = m
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -268,7 +280,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveNonResource(w, r)
 		return
 	}
-	s.serveResource(w, r, attrs)
+	s.serveMeasured(w, r, attrs)
 }
 
 // authenticate returns the caller, or a 401 error.

@@ -15,6 +15,7 @@ package apitest
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net/http"
@@ -64,6 +65,8 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 	// StrictReads is apiserver.Config.StrictReads.
 	StrictReads bool
+	// Metrics is apiserver.Config.Metrics.
+	Metrics prometheus.Registerer
 	// Logger receives the API server's log; nil discards it.
 	Logger *slog.Logger
 	// Kinds are served beside server.Kinds(); a kind whose group and
@@ -119,6 +122,7 @@ func Start(t testing.TB, opts Options) *Server {
 		Version:       version.Info(),
 		Logger:        logger,
 		StrictReads:   opts.StrictReads,
+		Metrics:       opts.Metrics,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -231,6 +231,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Version: version.Info(),
 		OpenAPI: oapi,
 		Extra:   extraPaths(cfg, metrics),
+		Metrics: metrics,
 		Logger:  log,
 		Ready: func() error {
 			if !ready.Load() {

@@ -91,7 +91,7 @@ func (w *World) addAgent(zone string, index int) error {
 	if err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
-	worker, err := pods.New(pods.Config{Client: client, NodeName: name, Nodes: nodeLister{w.mirror}, Runtime: rt, Clock: w.clk, Logger: w.log})
+	worker, err := pods.New(pods.Config{Client: client, NodeName: name, Nodes: nodeLister{w.mirror}, Pods: podLister{w.mirror}, Runtime: rt, Clock: w.clk, Logger: w.log})
 	if err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}

@@ -260,3 +260,16 @@ func (l nodeLister) Get(name string) (*corev1.Node, error) {
 	}
 	return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
 }
+
+// podLister serves each pod worker's pods from the mirror, in the role of
+// the kubelet's API pod source.
+type podLister struct{ m *mirror }
+
+func (l podLister) PodsOn(nodeName string) ([]*corev1.Pod, bool) {
+	keys := l.m.podsOn[nodeName]
+	out := make([]*corev1.Pod, 0, len(keys))
+	for k := range keys {
+		out = append(out, l.m.pods[k])
+	}
+	return out, true
+}

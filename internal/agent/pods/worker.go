@@ -18,8 +18,11 @@
 //   - a pod the runtime holds that is gone from the API (force-deleted) is
 //     stopped and removed.
 //
-// Run loops Sync on a watch of the node's pods, on the runtime's Changes,
-// and on a resync ticker of the injected clock.
+// Run lists and watches the node's pods into a local cache (the role of
+// the kubelet's API pod source), and loops Sync on every change, on the
+// runtime's Changes and on a resync ticker of the injected clock; its
+// passes read the pods (and, given Config.Nodes, the Node) from there
+// rather than from the server.
 //
 // Pods share the host network: status.podIP(s) are the node's address(es)
 // (its first InternalIP, else ExternalIP, per family). Probes are not run,
@@ -46,6 +49,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -79,6 +83,10 @@ type Config struct {
 	// Nodes reads the Node from a local cache (the agent's copy of it);
 	// nil, or a miss, reads the server.
 	Nodes NodeLister
+	// Pods lists the node's pods from a local cache. Nil: Run fills one
+	// from its list and watch, and a Sync called directly lists from the
+	// server.
+	Pods PodLister
 	// Allocatable is what admission may hand out; nil means the Node's
 	// status.allocatable. A list without "pods" admits no pod.
 	Allocatable func() corev1.ResourceList
@@ -118,6 +126,9 @@ func (c *Config) setDefaults() error {
 type Worker struct {
 	cfg Config
 	log *slog.Logger
+	// pods is Config.Pods, or the cache Run fills; set before Run starts
+	// its watch.
+	pods PodLister
 
 	// syncing serialises passes; the fields below belong to the pass.
 	syncing sync.Mutex
@@ -147,6 +158,7 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.NodeName),
+		pods:     cfg.Pods,
 		admitted: map[types.UID]bool{},
 		last:     map[types.UID]*corev1.Pod{},
 	}, nil
@@ -183,15 +195,9 @@ func (w *Worker) Sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", w.cfg.NodeName, err)
 	}
-	list, err := w.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: w.nodeSelector()})
+	pods, err := w.podsOn(ctx)
 	if err != nil {
-		return fmt.Errorf("listing pods of node %s: %w", w.cfg.NodeName, err)
-	}
-	pods := make([]*corev1.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		if list.Items[i].Spec.NodeName == w.cfg.NodeName {
-			pods = append(pods, &list.Items[i])
-		}
+		return err
 	}
 	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
@@ -235,6 +241,27 @@ func (w *Worker) Sync(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// podsOn is the node's pods: the cached ones once the cache is filled,
+// else a list from the server.
+func (w *Worker) podsOn(ctx context.Context) ([]*corev1.Pod, error) {
+	if w.pods != nil {
+		if pods, ok := w.pods.PodsOn(w.cfg.NodeName); ok {
+			return pods, nil
+		}
+	}
+	list, err := w.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: w.nodeSelector()})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods of node %s: %w", w.cfg.NodeName, err)
+	}
+	pods := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		if list.Items[i].Spec.NodeName == w.cfg.NodeName {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	return pods, nil
 }
 
 // node is the worker's Node: the cached copy when there is one, else the
@@ -461,11 +488,21 @@ type nextChanger interface {
 // changes, the runtime reports a change, or ResyncPeriod has passed.
 func (w *Worker) Run(ctx context.Context) error {
 	kick := make(chan struct{}, 1)
+	cache := &podCache{}
+	if w.pods == nil {
+		w.pods = cache
+	}
+	// The first list fills the cache before the first pass; the watch
+	// starts from its revision.
+	first, err := w.listInto(ctx, cache)
+	if err != nil && ctx.Err() == nil {
+		w.log.Debug("listing pods failed", "err", err)
+	}
 	var watching sync.WaitGroup
 	watching.Add(1)
 	go func() {
 		defer watching.Done()
-		w.watch(ctx, kick)
+		w.watch(ctx, kick, cache, first)
 	}()
 	defer watching.Wait()
 	ticker := w.cfg.Clock.NewTicker(w.cfg.ResyncPeriod)
@@ -498,9 +535,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// watch kicks a sync on every change to the node's pods, re-watching (after
-// a second on the clock) whenever the watch ends.
-func (w *Worker) watch(ctx context.Context, kick chan<- struct{}) {
+// watch keeps cache current from a watch of the node's pods that starts
+// at the revision of the list that filled it (first, or a new one),
+// kicking a sync on every change. When the watch ends or fails it waits a
+// second on the clock and lists again.
+func (w *Worker) watch(ctx context.Context, kick chan<- struct{}, cache *podCache, first *corev1.PodList) {
 	poke := func() {
 		select {
 		case kick <- struct{}{}:
@@ -508,16 +547,10 @@ func (w *Worker) watch(ctx context.Context, kick chan<- struct{}) {
 		}
 	}
 	for ctx.Err() == nil {
-		wi, err := w.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{FieldSelector: w.nodeSelector()})
-		if err == nil {
-			for range wi.ResultChan() {
-				poke()
-			}
-			wi.Stop()
-			poke()
-		} else if ctx.Err() == nil {
+		if err := w.listAndWatch(ctx, cache, poke, first); err != nil && ctx.Err() == nil {
 			w.log.Debug("watching pods failed", "err", err)
 		}
+		first = nil
 		timer := w.cfg.Clock.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
@@ -526,4 +559,40 @@ func (w *Worker) watch(ctx context.Context, kick chan<- struct{}) {
 		case <-timer.C():
 		}
 	}
+}
+
+// listInto fills cache from a list of the node's pods.
+func (w *Worker) listInto(ctx context.Context, cache *podCache) (*corev1.PodList, error) {
+	list, err := w.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: w.nodeSelector()})
+	if err != nil {
+		return nil, err
+	}
+	cache.replace(list.Items)
+	return list, nil
+}
+
+// listAndWatch lists (unless list is given) and then watches until the
+// watch ends.
+func (w *Worker) listAndWatch(ctx context.Context, cache *podCache, poke func(), list *corev1.PodList) error {
+	if list == nil {
+		var err error
+		if list, err = w.listInto(ctx, cache); err != nil {
+			return err
+		}
+		poke()
+	}
+	wi, err := w.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{FieldSelector: w.nodeSelector(), ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		return err
+	}
+	defer wi.Stop()
+	for ev := range wi.ResultChan() {
+		if ev.Type == watch.Error {
+			return apierrors.FromObject(ev.Object)
+		}
+		if cache.apply(ev) {
+			poke()
+		}
+	}
+	return nil
 }

@@ -516,12 +516,12 @@ func TestRunFollowsTheWatch(t *testing.T) {
 	// Only once the first pass is over and the watch is open does the pod
 	// appear: the watch alone must bring it to the worker (the resync
 	// ticker is on a fake clock that does not move).
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	timeout := time.After(10 * time.Second)
-	for !seen["LIST pods"] || !seen["WATCH pods"] {
+	for seen["LIST pods"] == 0 || seen["WATCH pods"] == 0 {
 		select {
 		case s := <-c.served:
-			seen[s] = true
+			seen[s]++
 		case <-timeout:
 			t.Fatalf("the worker did not list and watch its pods: %v", seen)
 		}
@@ -536,6 +536,19 @@ func TestRunFollowsTheWatch(t *testing.T) {
 		select {
 		case ev := <-w.ResultChan():
 			if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning {
+				// Every pass after the first list read the pods from the
+				// watch, not from the server.
+				for drained := false; !drained; {
+					select {
+					case s := <-c.served:
+						seen[s]++
+					default:
+						drained = true
+					}
+				}
+				if seen["LIST pods"] != 1 {
+					t.Errorf("pod lists served = %d, want 1 (the list that fills the cache)", seen["LIST pods"])
+				}
 				return
 			}
 		case <-timeout:
