@@ -96,18 +96,29 @@ func newCluster(t *testing.T, allocatable corev1.ResourceList, taints ...corev1.
 	}
 	c.rt = fake.New(fake.Config{Clock: c.clk})
 	c.nodeClient = api.Client(t, nodeToken)
-	w, err := pods.New(pods.Config{
+	c.newWorker(nil)
+	return c
+}
+
+// newWorker makes c.worker the node's worker on c's runtime and clock,
+// with edit applied to its Config.
+func (c *cluster) newWorker(edit func(*pods.Config)) {
+	c.t.Helper()
+	cfg := pods.Config{
 		Client:   c.nodeClient,
 		NodeName: nodeName,
 		Runtime:  c.rt,
 		Clock:    c.clk,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	w, err := pods.New(cfg)
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
 	c.worker = w
-	return c
 }
 
 func resources(kv ...string) corev1.ResourceList {
@@ -591,23 +602,14 @@ func TestSyncReadsNodeFromLister(t *testing.T) {
 			}
 			cached := stored.DeepCopy()
 			cached.Status.Allocatable = resources("cpu", "2", "memory", "4Gi", "pods", "1")
-			w, err := pods.New(pods.Config{
-				Client:   c.nodeClient,
-				NodeName: nodeName,
-				Nodes: nodeListerFunc(func(name string) (*corev1.Node, error) {
+			c.newWorker(func(cfg *pods.Config) {
+				cfg.Nodes = nodeListerFunc(func(name string) (*corev1.Node, error) {
 					if !tc.hit || name != nodeName {
 						return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
 					}
 					return cached, nil
-				}),
-				Runtime: c.rt,
-				Clock:   c.clk,
-				Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+				})
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.worker = w
 			c.create(pod("first", corev1.RestartPolicyAlways, "busybox"))
 			c.clk.Step(time.Second)
 			c.create(pod("second", corev1.RestartPolicyAlways, "busybox"))
