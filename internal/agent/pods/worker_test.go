@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -542,29 +543,40 @@ func TestRunFollowsTheWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	c.create(pod("web", corev1.RestartPolicyAlways, "busybox"))
-	for {
+	created := c.create(pod("web", corev1.RestartPolicyAlways, "busybox"))
+	for running := false; !running; {
 		select {
 		case ev := <-w.ResultChan():
-			if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning {
-				// Every pass after the first list read the pods from the
-				// watch, not from the server.
-				for drained := false; !drained; {
-					select {
-					case s := <-c.served:
-						seen[s]++
-					default:
-						drained = true
-					}
-				}
-				if seen["LIST pods"] != 1 {
-					t.Errorf("pod lists served = %d, want 1 (the list that fills the cache)", seen["LIST pods"])
-				}
-				return
-			}
+			p, ok := ev.Object.(*corev1.Pod)
+			running = ok && p.Status.Phase == corev1.PodRunning
 		case <-timeout:
 			t.Fatalf("the pod never ran: Run did not react to it")
 		}
+	}
+	// A force deletion reaches the worker through the watch alone too:
+	// it stops and removes the pod.
+	if err := c.admin.CoreV1().Pods("default").Delete(c.ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, err := c.rt.PodStatus(created.UID); err == nil; _, err = c.rt.PodStatus(created.UID) {
+		if time.Now().After(deadline) {
+			t.Fatal("the runtime still holds the force-deleted pod: Run did not react to the deletion")
+		}
+		goruntime.Gosched()
+	}
+	// Every pass after the first list read the pods from the watch, not
+	// from the server.
+	for drained := false; !drained; {
+		select {
+		case s := <-c.served:
+			seen[s]++
+		default:
+			drained = true
+		}
+	}
+	if seen["LIST pods"] != 1 {
+		t.Errorf("pod lists served = %d, want 1 (the list that fills the cache)", seen["LIST pods"])
 	}
 }
 
