@@ -26,6 +26,10 @@ type simAgent struct {
 	agent  *agent.Agent
 	worker *pods.Worker
 	rt     *fakeruntime.Runtime
+	// lane is the agent's lane of the virtual clock (its index in the
+	// World), and clk its view of the clock.
+	lane int
+	clk  *laneClock
 
 	running    bool
 	registered bool
@@ -71,7 +75,8 @@ func (w *World) addAgent(zone string, index int) error {
 	}
 	ip := netip.AddrFrom4([4]byte{10, byte(seq >> 16), byte(seq >> 8), byte(seq)})
 	host := fakehost.New(fakehost.Machine(name, ip))
-	rt := fakeruntime.New(fakeruntime.Config{Clock: w.clk})
+	clk := &laneClock{Clock: w.clk}
+	rt := fakeruntime.New(fakeruntime.Config{Clock: clk})
 	a, err := agent.New(agent.Config{
 		Client:                    client,
 		NodeName:                  name,
@@ -83,7 +88,7 @@ func (w *World) addAgent(zone string, index int) error {
 		NodeLeaseDurationSeconds:  w.settings.NodeLeaseDurationSeconds,
 		Host:                      host,
 		RootDir:                   "/var/lib/knode",
-		Clock:                     w.clk,
+		Clock:                     clk,
 		Rand:                      w.agentRand(seq),
 		Nodes:                     nodeLister{w.mirror},
 		Logger:                    w.log,
@@ -91,11 +96,11 @@ func (w *World) addAgent(zone string, index int) error {
 	if err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
-	worker, err := pods.New(pods.Config{Client: client, NodeName: name, Nodes: nodeLister{w.mirror}, Pods: podLister{w.mirror}, Runtime: rt, Clock: w.clk, Logger: w.log})
+	worker, err := pods.New(pods.Config{Client: client, NodeName: name, Nodes: nodeLister{w.mirror}, Pods: podLister{w.mirror}, Runtime: rt, Clock: clk, Logger: w.log})
 	if err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
-	sa := &simAgent{w: w, name: name, zone: zone, agent: a, worker: worker, rt: rt, register: backoff.Registration()}
+	sa := &simAgent{w: w, name: name, zone: zone, agent: a, worker: worker, rt: rt, lane: seq, clk: clk, register: backoff.Registration()}
 	w.agents = append(w.agents, sa)
 	w.byName[name] = sa
 	w.zones[zone] = append(w.zones[zone], sa)
@@ -123,7 +128,7 @@ func (a *simAgent) tryRegister() {
 	done, err := a.agent.TryRegister(a.w.ctx)
 	if !done {
 		a.w.log.Info("unable to register node", "node", a.name, "err", err)
-		a.timers[leaseTimer] = a.w.after(a.register.Next(), func() {
+		a.timers[leaseTimer] = a.after(a.register.Next(), func() {
 			if a.running {
 				a.tryRegister()
 			}
@@ -162,14 +167,14 @@ func (a *simAgent) renew() {
 	if err != nil {
 		a.w.log.Warn("node lease pass failed", "node", a.name, "err", err)
 	}
-	a.timers[leaseTimer] = a.w.after(wait, a.renew)
+	a.timers[leaseTimer] = a.after(wait, a.renew)
 }
 
 func (a *simAgent) syncStatus() {
 	if err := a.agent.SyncStatus(a.w.ctx); err != nil {
 		a.w.log.Warn("node status update failed", "node", a.name, "err", err)
 	}
-	a.timers[statusTimer] = a.w.after(a.w.settings.NodeStatusUpdateFrequency, a.syncStatus)
+	a.timers[statusTimer] = a.after(a.w.settings.NodeStatusUpdateFrequency, a.syncStatus)
 }
 
 // kickWorker syncs the agent's pods as soon as the current callback ends.
@@ -179,7 +184,7 @@ func (a *simAgent) kickWorker() {
 	}
 	a.kicked = true
 	gen := a.gen
-	a.w.after(0, func() {
+	a.after(0, func() {
 		if gen != a.gen {
 			return
 		}
@@ -197,7 +202,7 @@ func (a *simAgent) syncPods() {
 		a.timers[runtimeTimer] = nil
 	}
 	if at, ok := a.rt.NextChange(); ok {
-		a.timers[runtimeTimer] = a.w.after(at.Sub(a.w.clk.Now()), a.syncPods)
+		a.timers[runtimeTimer] = a.after(at.Sub(a.clk.Now()), a.syncPods)
 	}
 }
 

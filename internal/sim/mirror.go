@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -49,6 +51,8 @@ type mirror struct {
 	bound map[types.UID]string
 
 	observer observer
+	// changes is refreshOrdered's scratch space.
+	changes []change
 }
 
 // observer hears every change, in revision order; old is nil for a new
@@ -84,45 +88,93 @@ func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer
 }
 
 // refresh applies every change written since the last call.
-func (m *mirror) refresh() error {
+func (m *mirror) refresh() error { return m.refreshOrdered(nil) }
+
+// change is one decoded change: obj is nil for a deletion.
+type change struct {
+	gvr schema.GroupVersionResource
+	key string
+	obj runtime.Object
+}
+
+// refreshOrdered is refresh, but when rank is not nil it applies the
+// changes ordered by the rank of the node each concerns (the Node or Lease
+// itself, or the node a pod is bound to), and by revision for equal ranks.
+func (m *mirror) refreshOrdered(rank func(node string) int) error {
 	events, rev, err := m.store.Changes("/registry/", m.rev)
 	if err != nil {
 		return fmt.Errorf("sim: following the store: %w", err)
 	}
 	m.rev = rev
+	changes := m.changes[:0]
 	for i := range events {
-		if err := m.apply(&events[i]); err != nil {
+		c, ok, err := m.decode(&events[i])
+		if err != nil {
 			return err
 		}
+		if ok {
+			changes = append(changes, c)
+		}
 	}
+	if rank != nil && len(changes) > 1 {
+		slices.SortStableFunc(changes, func(a, b change) int {
+			return cmp.Compare(rank(m.nodeOf(a)), rank(m.nodeOf(b)))
+		})
+	}
+	for _, c := range changes {
+		m.apply(c)
+	}
+	clear(changes)
+	m.changes = changes
 	return nil
 }
 
-func (m *mirror) apply(ev *storage.Event) error {
-	key := ev.KV.Key
-	var gvr schema.GroupVersionResource
+// decode reads one stored change; ok is false for a kind the mirror does
+// not follow.
+func (m *mirror) decode(ev *storage.Event) (c change, ok bool, err error) {
+	c.key = ev.KV.Key
 	switch {
-	case strings.HasPrefix(key, m.nodePrefix):
-		gvr = nodesGVR
-	case strings.HasPrefix(key, m.podPrefix):
-		gvr = podsGVR
-	case strings.HasPrefix(key, m.leasePrefix):
-		gvr = leasesGVR
+	case strings.HasPrefix(c.key, m.nodePrefix):
+		c.gvr = nodesGVR
+	case strings.HasPrefix(c.key, m.podPrefix):
+		c.gvr = podsGVR
+	case strings.HasPrefix(c.key, m.leasePrefix):
+		c.gvr = leasesGVR
 	default:
-		return nil
+		return c, false, nil
 	}
-	var obj runtime.Object
 	if ev.Type == storage.Put {
-		var err error
-		if obj, err = m.api.DecodeStored(gvr, ev.KV); err != nil {
-			return err
+		if c.obj, err = m.api.DecodeStored(c.gvr, ev.KV); err != nil {
+			return c, false, err
 		}
 	}
-	switch gvr {
+	return c, true, nil
+}
+
+// nodeOf is the node a change concerns.
+func (m *mirror) nodeOf(c change) string {
+	switch c.gvr {
 	case nodesGVR:
-		name := strings.TrimPrefix(key, m.nodePrefix)
+		return strings.TrimPrefix(c.key, m.nodePrefix)
+	case leasesGVR:
+		return strings.TrimPrefix(c.key, m.leasePrefix)
+	}
+	if p, ok := c.obj.(*corev1.Pod); ok {
+		return p.Spec.NodeName
+	}
+	ns, name, _ := strings.Cut(strings.TrimPrefix(c.key, m.podPrefix), "/")
+	if p := m.pods[types.NamespacedName{Namespace: ns, Name: name}]; p != nil {
+		return p.Spec.NodeName
+	}
+	return ""
+}
+
+func (m *mirror) apply(c change) {
+	switch c.gvr {
+	case nodesGVR:
+		name := strings.TrimPrefix(c.key, m.nodePrefix)
 		old := m.nodes[name]
-		cur, _ := obj.(*corev1.Node)
+		cur, _ := c.obj.(*corev1.Node)
 		if cur == nil {
 			delete(m.nodes, name)
 		} else {
@@ -130,17 +182,17 @@ func (m *mirror) apply(ev *storage.Event) error {
 		}
 		m.observer.nodeChanged(old, cur)
 	case leasesGVR:
-		name := strings.TrimPrefix(key, m.leasePrefix)
-		if l, ok := obj.(*coordinationv1.Lease); ok {
+		name := strings.TrimPrefix(c.key, m.leasePrefix)
+		if l, ok := c.obj.(*coordinationv1.Lease); ok {
 			m.leases[name] = l
 		} else {
 			delete(m.leases, name)
 		}
 	case podsGVR:
-		ns, name, _ := strings.Cut(strings.TrimPrefix(key, m.podPrefix), "/")
+		ns, name, _ := strings.Cut(strings.TrimPrefix(c.key, m.podPrefix), "/")
 		k := types.NamespacedName{Namespace: ns, Name: name}
 		old := m.pods[k]
-		cur, _ := obj.(*corev1.Pod)
+		cur, _ := c.obj.(*corev1.Pod)
 		if old != nil {
 			delete(m.podsOn[old.Spec.NodeName], k)
 		}
@@ -157,7 +209,6 @@ func (m *mirror) apply(ev *storage.Event) error {
 		}
 		m.observer.podChanged(old, cur)
 	}
-	return nil
 }
 
 // podsOnNode returns the pods bound to node, by key.

@@ -81,6 +81,13 @@ type Config struct {
 	Settings *Settings
 	// Logger receives the components' logs; nil discards them.
 	Logger *slog.Logger
+	// Workers is how many goroutines run the agents' callbacks that are
+	// due together (see lanes.go); 0 means GOMAXPROCS. The outcome does
+	// not depend on it.
+	Workers int
+	// Batch bounds how many agent callbacks one batch holds; 0 means
+	// maxBatch, and 1 runs every callback on its own.
+	Batch int
 }
 
 // World is one simulated cluster.
@@ -112,6 +119,15 @@ type World struct {
 	// next due.
 	evictDue, schedDue dueTimer
 
+	// batching is set while a batch of agent callbacks runs (see
+	// stepLanes); batch and laneRank are its scratch space.
+	batching bool
+	batch    []vclock.LaneCall
+	laneRank map[int]int
+	// batches and batched count the batches of more than one callback
+	// and the callbacks they held.
+	batches, batched int
+
 	// evicted counts, per zone, the pods taint eviction deleted.
 	evicted     map[string]int
 	evictedUIDs map[types.UID]bool
@@ -127,7 +143,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		clk: vclock.New(Epoch), store: memory.New(memory.Config{}),
 		byName: map[string]*simAgent{}, zones: map[string][]*simAgent{}, kicks: map[string]bool{},
 		changedNodes: map[string]bool{}, changedPods: map[types.NamespacedName]bool{},
-		evicted: map[string]int{}, evictedUIDs: map[types.UID]bool{},
+		evicted: map[string]int{}, evictedUIDs: map[types.UID]bool{}, laneRank: map[int]int{},
 	}
 	if cfg.Settings != nil {
 		w.settings = *cfg.Settings
@@ -285,8 +301,12 @@ func (w *World) after(d time.Duration, fn func()) clock.Timer {
 
 // settle reads the store's new changes and wakes the components they
 // concern.
-func (w *World) settle() {
-	if err := w.mirror.refresh(); err != nil {
+func (w *World) settle() { w.settleOrdered(nil) }
+
+// settleOrdered is settle, handing the changes on ordered by the rank of
+// the node each concerns when rank is not nil (see mirror.refreshOrdered).
+func (w *World) settleOrdered(rank func(node string) int) {
+	if err := w.mirror.refreshOrdered(rank); err != nil {
 		w.fail(err)
 		return
 	}
@@ -477,7 +497,9 @@ func (w *World) RunFor(d time.Duration) error {
 		// before t.
 		sampleAt := Epoch.Add(w.nextSample)
 		if next, ok := w.clk.Next(); ok && !next.After(end) && !next.After(sampleAt) {
-			w.clk.Step()
+			if !w.stepLanes(earliest(end, sampleAt)) {
+				w.clk.Step()
+			}
 			continue
 		}
 		if sampleAt.After(end) {
@@ -491,6 +513,13 @@ func (w *World) RunFor(d time.Duration) error {
 	}
 	w.clk.AdvanceTo(end)
 	return nil
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // sample records one row per zone at the current time.

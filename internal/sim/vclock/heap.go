@@ -28,6 +28,10 @@ type entry struct {
 	kind kind
 	ch   chan time.Time // kindChan, kindTick, kindSleep
 	f    func()         // kindFunc
+	// lf replaces f for a lane callback (see LaneFunc), which is told its
+	// due time; lane is its lane.
+	lf   func(due time.Time)
+	lane int
 }
 
 // heap is a binary min-heap of entries ordered by (due, seq). Each entry

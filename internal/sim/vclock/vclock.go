@@ -25,6 +25,9 @@
 // the order across those advances depend on scheduling, so the simulator
 // advances from one goroutine.
 //
+// Lanes (LaneFunc, TakeLanes) let a driver take a batch of callbacks that
+// its caller declares independent and run them side by side; see lanes.go.
+//
 // Channel timers and tickers follow the semantics of Go 1.23 and later: after
 // Stop or Reset returns, a receive from C() never yields a value from before
 // the call.
@@ -65,6 +68,8 @@ type Clock struct {
 	nextSeq uint64
 	heap    heap // every pending timer, ticker and sleeper
 	waiters []pendingWaiter
+	// taken is TakeLanes' scratch set of the lanes in its batch.
+	taken map[int]struct{}
 }
 
 // pendingWaiter is a BlockUntil call waiting for the heap to reach n entries.
@@ -259,9 +264,13 @@ func (c *Clock) advance(limit func(now int64) int64) int {
 			sendLatest(e.ch, c.timeAt(c.now))
 		case kindFunc:
 			c.heap.remove(0)
-			f := e.f
+			f, lf, due := e.f, e.lf, c.timeAt(e.due)
 			c.mu.Unlock()
-			f()
+			if lf != nil {
+				lf(due)
+			} else {
+				f()
+			}
 			c.mu.Lock()
 		default: // kindChan, kindSleep
 			c.heap.remove(0)
