@@ -47,8 +47,11 @@ type mirror struct {
 	pods   map[types.NamespacedName]*corev1.Pod
 	// podsOn indexes pods by spec.nodeName.
 	podsOn map[string]map[types.NamespacedName]struct{}
-	// bound is the node each pod was bound to at the last NewlyBound.
-	bound map[types.UID]string
+	// names are the nodes' names, sorted.
+	names []string
+	// fresh are the pods bound, or bound anew under another UID, since the
+	// last NewlyBound.
+	fresh map[types.NamespacedName]struct{}
 
 	observer observer
 	// changes is refreshOrdered's scratch space.
@@ -67,7 +70,7 @@ func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer
 		store: store, api: api, rev: rev, observer: o,
 		nodes: map[string]*corev1.Node{}, leases: map[string]*coordinationv1.Lease{},
 		pods: map[types.NamespacedName]*corev1.Pod{}, podsOn: map[string]map[types.NamespacedName]struct{}{},
-		bound: map[types.UID]string{},
+		fresh: map[types.NamespacedName]struct{}{},
 	}
 	for _, p := range []struct {
 		gvr schema.GroupVersionResource
@@ -175,10 +178,18 @@ func (m *mirror) apply(c change) {
 		name := strings.TrimPrefix(c.key, m.nodePrefix)
 		old := m.nodes[name]
 		cur, _ := c.obj.(*corev1.Node)
-		if cur == nil {
+		i, found := slices.BinarySearch(m.names, name)
+		switch {
+		case cur == nil:
 			delete(m.nodes, name)
-		} else {
+			if found {
+				m.names = slices.Delete(m.names, i, i+1)
+			}
+		default:
 			m.nodes[name] = cur
+			if !found {
+				m.names = slices.Insert(m.names, i, name)
+			}
 		}
 		m.observer.nodeChanged(old, cur)
 	case leasesGVR:
@@ -198,7 +209,11 @@ func (m *mirror) apply(c change) {
 		}
 		if cur == nil {
 			delete(m.pods, k)
+			delete(m.fresh, k)
 		} else {
+			if cur.Spec.NodeName != "" && (old == nil || old.UID != cur.UID || old.Spec.NodeName != cur.Spec.NodeName) {
+				m.fresh[k] = struct{}{}
+			}
 			m.pods[k] = cur
 			on := m.podsOn[cur.Spec.NodeName]
 			if on == nil {
@@ -242,11 +257,10 @@ func (s source) Nodes(context.Context) ([]*corev1.Node, error) {
 	if err := s.m.refresh(); err != nil {
 		return nil, err
 	}
-	out := make([]*corev1.Node, 0, len(s.m.nodes))
-	for _, n := range s.m.nodes {
-		out = append(out, n)
+	out := make([]*corev1.Node, len(s.m.names))
+	for i, name := range s.m.names {
+		out[i] = s.m.nodes[name]
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
@@ -261,22 +275,16 @@ func (s source) Leases(context.Context) (map[string]*coordinationv1.Lease, error
 	return out, nil
 }
 
+// NewlyBound returns the pods bound since the last call, by key.
 func (s source) NewlyBound(context.Context) ([]*corev1.Pod, error) {
 	if err := s.m.refresh(); err != nil {
 		return nil, err
 	}
-	next := make(map[types.UID]string, len(s.m.bound))
-	var out []*corev1.Pod
-	for _, p := range s.m.pods {
-		if p.Spec.NodeName == "" {
-			continue
-		}
-		next[p.UID] = p.Spec.NodeName
-		if s.m.bound[p.UID] != p.Spec.NodeName {
-			out = append(out, p)
-		}
+	out := make([]*corev1.Pod, 0, len(s.m.fresh))
+	for k := range s.m.fresh {
+		out = append(out, s.m.pods[k])
 	}
-	s.m.bound = next
+	clear(s.m.fresh)
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
 	})

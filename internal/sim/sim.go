@@ -32,6 +32,8 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"errors"
 	"io"
 	"log/slog"
@@ -114,6 +116,9 @@ type World struct {
 	kicks map[string]bool
 	// changedNodes and changedPods wait for taint eviction's next Observe.
 	changedNodes map[string]bool
+	// untainted are the nodes added or changed since the last NoSchedule
+	// tainting pass.
+	untainted map[string]bool
 	changedPods  map[types.NamespacedName]bool
 	// evictDue and schedDue are when taint eviction and the scheduler are
 	// next due.
@@ -142,7 +147,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		cfg: cfg, ctx: ctx, settings: DefaultSettings(), log: cfg.Logger,
 		clk: vclock.New(Epoch), store: memory.New(memory.Config{}),
 		byName: map[string]*simAgent{}, zones: map[string][]*simAgent{}, kicks: map[string]bool{},
-		changedNodes: map[string]bool{}, changedPods: map[types.NamespacedName]bool{},
+		changedNodes: map[string]bool{}, untainted: map[string]bool{}, changedPods: map[types.NamespacedName]bool{},
 		evicted: map[string]int{}, evictedUIDs: map[types.UID]bool{}, laneRank: map[int]int{},
 	}
 	if cfg.Settings != nil {
@@ -263,7 +268,6 @@ func (w *World) start() error {
 		w.nodeChanged(nil, w.mirror.nodes[name])
 	}
 	w.every(s.NodeMonitorPeriod, "node monitor pass", nlc.MonitorNodeHealth)
-	w.every(s.NodeMonitorPeriod, "NoSchedule tainting pass", nlc.DoNoScheduleTaintingPass)
 	w.every(nodelifecycle.NoExecuteTaintingPeriod, "NoExecute tainting pass", nlc.DoNoExecuteTaintingPass)
 	w.every(compactInterval, "compaction", func(ctx context.Context) error {
 		if err := w.store.Compact(ctx, w.mirror.rev); err != nil {
@@ -313,6 +317,9 @@ func (w *World) settleOrdered(rank func(node string) int) {
 	if !w.started() {
 		return
 	}
+	if len(w.untainted) > 0 {
+		w.kick("NoSchedule tainting pass", w.noScheduleTaint)
+	}
 	if len(w.changedNodes) > 0 || len(w.changedPods) > 0 {
 		w.kick("taint eviction", w.observeTaints)
 	}
@@ -356,6 +363,9 @@ func (w *World) nodeChanged(old, cur *corev1.Node) {
 	case old != nil:
 		name = old.Name
 		w.sched.NodeHandler().OnDelete(old)
+	}
+	if cur != nil {
+		w.untainted[name] = true
 	}
 	if old == nil || cur == nil || !equality.Semantic.DeepEqual(tainteviction.NoExecuteTaints(old.Spec.Taints), tainteviction.NoExecuteTaints(cur.Spec.Taints)) {
 		w.changedNodes[name] = true
@@ -428,6 +438,16 @@ func (w *World) zoneOf(node string) string {
 		return n.Labels[corev1.LabelTopologyZone]
 	}
 	return ""
+}
+
+// noScheduleTaint runs the lifecycle controller's NoSchedule tainting pass
+// over the nodes that changed, as its node update queue would in a server.
+func (w *World) noScheduleTaint() {
+	names := sortedKeys(w.untainted)
+	clear(w.untainted)
+	if err := w.nlc.NoScheduleTaintingPassFor(w.ctx, names); err != nil {
+		w.log.Warn("NoSchedule tainting pass failed", "err", err)
+	}
 }
 
 // observeTaints hands taint eviction what changed, then sets a timer for
@@ -584,6 +604,9 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 
 // Close stops the API server's caches and releases the store.
 func (w *World) Close() error {
+	if os.Getenv("KNODE_SIM_STATS") != "" {
+		fmt.Fprintf(os.Stderr, "batches %d batched %d\n", w.batches, w.batched)
+	}
 	if w.api != nil {
 		w.api.Close()
 	}

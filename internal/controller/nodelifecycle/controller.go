@@ -269,7 +269,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			for {
-				if err := c.noSchedulePass(ctx, c.inf.drainChanged()); err != nil && ctx.Err() == nil {
+				if err := c.NoScheduleTaintingPassFor(ctx, c.inf.drainChanged()); err != nil && ctx.Err() == nil {
 					c.log.Error("NoSchedule tainting pass failed", "err", err)
 				}
 				select {
@@ -506,8 +506,10 @@ func (c *Controller) DoNoScheduleTaintingPass(ctx context.Context) error {
 	return c.noScheduleNodes(ctx, nodes)
 }
 
-// noSchedulePass reconciles the named nodes.
-func (c *Controller) noSchedulePass(ctx context.Context, names []string) error {
+// NoScheduleTaintingPassFor is DoNoScheduleTaintingPass for the named
+// nodes only: those added or changed since the last pass, as upstream's
+// node update queue feeds it. Names of nodes gone since are skipped.
+func (c *Controller) NoScheduleTaintingPassFor(ctx context.Context, names []string) error {
 	nodes := make([]*corev1.Node, 0, len(names))
 	for _, n := range names {
 		node, err := c.src.Node(ctx, n)

@@ -22,7 +22,8 @@
 // Source (informers, or NewClientSource for deterministic stepping), calls
 // PlanPass, applies the queue changes and does the writes. Every pass is a
 // synchronous method (MonitorNodeHealth, DoNoExecuteTaintingPass,
-// DoNoScheduleTaintingPass); Run is only tickers around them.
+// DoNoScheduleTaintingPass, or NoScheduleTaintingPassFor the nodes that
+// changed); Run is only tickers around them.
 //
 // Callers must: give the controller a client with rights over nodes,
 // node/status, pods/status, leases (read) and events; call Run, or step the

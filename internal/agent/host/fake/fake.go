@@ -124,7 +124,7 @@ func (h *Host) Network() (host.Network, error) {
 	if err := h.state.Errs[host.FactNetwork]; err != nil {
 		return host.Network{}, err
 	}
-	return h.state.clone().Network, nil
+	return cloneNetwork(h.state.Network), nil
 }
 
 // CPUs implements host.Host.
@@ -204,12 +204,7 @@ func (h *Host) OS() (host.OS, error) {
 // clone returns a deep copy of s, so no slice or map is shared.
 func (s State) clone() State {
 	out := s
-	out.Network.Interfaces = nil
-	for _, i := range s.Network.Interfaces {
-		i.Addrs = slices.Clone(i.Addrs)
-		out.Network.Interfaces = append(out.Network.Interfaces, i)
-	}
-	out.Network.DefaultRoutes = slices.Clone(s.Network.DefaultRoutes)
+	out.Network = cloneNetwork(s.Network)
 	out.Hugepages = slices.Clone(s.Hugepages)
 	if s.Filesystems != nil {
 		out.Filesystems = make(map[string]host.Filesystem, len(s.Filesystems))
@@ -223,5 +218,20 @@ func (s State) clone() State {
 			out.Errs[k] = v
 		}
 	}
+	return out
+}
+
+// cloneNetwork returns a deep copy of n.
+func cloneNetwork(n host.Network) host.Network {
+	out := n
+	out.Interfaces = nil
+	if n.Interfaces != nil {
+		out.Interfaces = make([]host.Interface, 0, len(n.Interfaces))
+	}
+	for _, i := range n.Interfaces {
+		i.Addrs = slices.Clone(i.Addrs)
+		out.Interfaces = append(out.Interfaces, i)
+	}
+	out.DefaultRoutes = slices.Clone(n.DefaultRoutes)
 	return out
 }
