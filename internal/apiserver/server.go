@@ -1,16 +1,16 @@
 // Package apiserver serves knode's objects over the Kubernetes REST API.
 //
 // It owns the HTTP surface: routing by the Kubernetes URL layout, discovery
-// (legacy and aggregated v2), JSON and Table responses, watch streams, the
-// three patch forms, fieldValidation, and metav1.Status errors. It keeps
-// objects in a storage.Interface through per-kind rules from registry.Kind.
+// (legacy and aggregated v2), JSON, protobuf and Table responses, watch
+// streams, the three patch forms, fieldValidation, and metav1.Status
+// errors. It keeps objects in a storage.Interface through per-kind rules
+// from registry.Kind, in upstream's storage encoding (storagecodec.go).
 //
 // The caller supplies an authenticator and authorizer, and serves the
 // handler over TLS. The package never listens itself and keeps no state
 // beyond what is in storage, so several servers may share one store.
 //
-// Not here: server-side apply (answered with 415), protobuf and CBOR
-// encodings (JSON only), RBAC.
+// Not here: server-side apply (answered with 415), CBOR, RBAC.
 package apiserver
 
 import (

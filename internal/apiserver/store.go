@@ -3,7 +3,6 @@ package apiserver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -68,11 +67,11 @@ func (s *objectStore) listPrefix(namespace string) string {
 	return s.prefix
 }
 
-// decode turns a stored value into a typed object carrying revision rev as
-// its resourceVersion.
+// decode turns a stored value, in either storage form (storagecodec.go),
+// into a typed object carrying revision rev as its resourceVersion.
 func (s *objectStore) decode(value []byte, rev int64) (runtime.Object, error) {
-	obj := s.kind.New()
-	if err := json.Unmarshal(value, obj); err != nil {
+	obj, err := decodeStored(s.kind, value)
+	if err != nil {
 		return nil, fmt.Errorf("decoding stored %s: %w", s.kind.Kind, err)
 	}
 	setTypeMeta(s.kind, obj)
@@ -83,7 +82,10 @@ func (s *objectStore) decode(value []byte, rev int64) (runtime.Object, error) {
 	return obj, nil
 }
 
-// encode serializes obj for storage, without its resourceVersion.
+// encode serializes obj for storage, in protobuf when its type has a
+// protobuf form and JSON otherwise (storagecodec.go), without its
+// resourceVersion. obj is left as it was apart from its apiVersion and
+// kind, which are set to the kind's.
 func (s *objectStore) encode(obj runtime.Object) ([]byte, error) {
 	accessor, err := meta.Accessor(obj)
 	if err != nil {
@@ -92,7 +94,7 @@ func (s *objectStore) encode(obj runtime.Object) ([]byte, error) {
 	rv := accessor.GetResourceVersion()
 	accessor.SetResourceVersion("")
 	setTypeMeta(s.kind, obj)
-	data, err := json.Marshal(obj)
+	data, err := encodeStored(obj)
 	accessor.SetResourceVersion(rv)
 	return data, err
 }

@@ -2,7 +2,8 @@
 // its objects in, and the errors callers branch on.
 //
 // Keys are strings such as "/registry/nodes/node-1"; values are opaque bytes
-// (the API server stores JSON). Every write advances one store-wide revision,
+// (the API server stores protobuf as kube-apiserver does, JSON for types
+// without protobuf code). Every write advances one store-wide revision,
 // and each key remembers the revision of its last write (ModRevision), which
 // the API server exposes as metadata.resourceVersion.
 //

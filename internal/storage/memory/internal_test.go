@@ -43,6 +43,9 @@ func TestCompactFreesMemory(t *testing.T) {
 	if len(keys) != 50 {
 		t.Errorf("index holds %d keys after compaction, want the 50 live ones", len(keys))
 	}
+	if len(s.keys.nodes) != 50 {
+		t.Errorf("hash index holds %d keys after compaction, want the 50 live ones", len(s.keys.nodes))
+	}
 	if len(s.history) != 1 {
 		t.Errorf("history holds %d events after compacting at the store revision, want 1", len(s.history))
 	}
@@ -80,13 +83,36 @@ func TestSkiplist(t *testing.T) {
 		if l.get(k) == nil {
 			t.Errorf("get(%q) = nil", k)
 		}
-		// seek to just past k finds the next key.
-		n := l.seek(k + "\x00")
+		// seek to just past k, and seekAfter k, find the next key.
+		for name, n := range map[string]*skipNode{"seek": l.seek(k + "\x00"), "seekAfter": l.seekAfter(k)} {
+			switch {
+			case i+1 < len(want) && (n == nil || n.key != want[i+1]):
+				t.Errorf("%s after %q did not find %q", name, k, want[i+1])
+			case i+1 == len(want) && n != nil:
+				t.Errorf("%s after the last key found %q", name, n.key)
+			}
+		}
+	}
+	// The hash index holds exactly the listed keys.
+	if len(l.nodes) != len(want) {
+		t.Errorf("hash index holds %d keys, list holds %d", len(l.nodes), len(want))
+	}
+	for i := range 400 {
+		k := fmt.Sprintf("k%03d", i)
+		if got := l.get(k) != nil; got != present[k] {
+			t.Errorf("get(%q) found = %v, want %v", k, got, present[k])
+		}
+		// seekAfter a key that is not indexed finds the next one that is.
+		if present[k] {
+			continue
+		}
+		j, _ := slices.BinarySearch(want, k)
+		n := l.seekAfter(k)
 		switch {
-		case i+1 < len(want) && (n == nil || n.key != want[i+1]):
-			t.Errorf("seek after %q did not find %q", k, want[i+1])
-		case i+1 == len(want) && n != nil:
-			t.Errorf("seek after the last key found %q", n.key)
+		case j < len(want) && (n == nil || n.key != want[j]):
+			t.Errorf("seekAfter absent %q did not find %q", k, want[j])
+		case j == len(want) && n != nil:
+			t.Errorf("seekAfter absent %q past the end found %q", k, n.key)
 		}
 	}
 }

@@ -7,9 +7,13 @@
 // compaction point; and a history of every event since the last compaction,
 // from which watches replay before they go live.
 //
-// Costs: a write is O(log n) in the number of keys plus O(p) in the number of
-// distinct watch prefixes (each prefix with watchers is matched once). A list
-// is O(log n + k) for k keys under the prefix. Compact walks every key.
+// Costs: finding one key (Get, Update, Delete, and Create of a key already
+// indexed) is O(1) expected through a hash index; adding a key to the ordered
+// index or removing it from there is O(log n) in the number of keys. Every
+// write also costs O(p) in the number of distinct watch prefixes (each prefix
+// with watchers is matched once). A list is O(log n + k) for k keys under the
+// prefix, and a continued list O(1 + k) while its last key is still indexed.
+// Compact walks every key.
 //
 // What callers must do: treat Value and PrevValue in watch events as
 // read-only, because one event is shared by every watcher and the history.
@@ -269,7 +273,7 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 			return storage.ListResult{}, fmt.Errorf("%w: token reads at revision %d, options ask for %d", storage.ErrInvalidContinue, tokenRev, rev)
 		}
 		rev = tokenRev
-		start = s.keys.seek(lastKey + "\x00")
+		start = s.keys.seekAfter(lastKey)
 	} else {
 		start = s.keys.seek(prefix)
 	}

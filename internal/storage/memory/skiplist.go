@@ -2,14 +2,18 @@ package memory
 
 import "math/rand/v2"
 
-// skiplist is the ordered key index: O(log n) expected insert, remove and
-// seek, and in-order iteration along the bottom level. Levels come from a
+// skiplist is the key index: O(log n) expected insert, remove and seek, and
+// in-order iteration along the bottom level, plus O(1) expected lookup of
+// one exact key through a hash map beside the list. Levels come from a
 // fixed-seed generator, so a given sequence of operations always builds the
 // same list. Not safe for concurrent use; the Store's lock guards it.
 type skiplist struct {
 	head  skipNode
 	level int // levels in use, at least 1
 	rng   *rand.Rand
+	// nodes maps every key in the list to its node. Invariant: it holds
+	// exactly the nodes reachable along the bottom level.
+	nodes map[string]*skipNode
 }
 
 type skipNode struct {
@@ -25,6 +29,7 @@ func newSkiplist() *skiplist {
 		head:  skipNode{next: make([]*skipNode, skipMaxLevel)},
 		level: 1,
 		rng:   rand.New(rand.NewPCG(1, 2)),
+		nodes: map[string]*skipNode{},
 	}
 }
 
@@ -54,7 +59,7 @@ func (l *skiplist) path(key string, prev *[skipMaxLevel]*skipNode) *skipNode {
 
 // get returns the record stored under key, or nil.
 func (l *skiplist) get(key string) *record {
-	if n := l.path(key, nil); n != nil && n.key == key {
+	if n := l.nodes[key]; n != nil {
 		return n.rec
 	}
 	return nil
@@ -62,6 +67,14 @@ func (l *skiplist) get(key string) *record {
 
 // seek returns the first node whose key is >= key, or nil.
 func (l *skiplist) seek(key string) *skipNode { return l.path(key, nil) }
+
+// seekAfter returns the first node whose key is > key, or nil.
+func (l *skiplist) seekAfter(key string) *skipNode {
+	if n := l.nodes[key]; n != nil {
+		return n.next[0]
+	}
+	return l.path(key+"\x00", nil)
+}
 
 // first returns the smallest node, or nil when empty.
 func (l *skiplist) first() *skipNode { return l.head.next[0] }
@@ -82,15 +95,17 @@ func (l *skiplist) insert(key string, rec *record) {
 		n.next[i] = prev[i].next[i]
 		prev[i].next[i] = n
 	}
+	l.nodes[key] = n
 }
 
 // remove deletes key if present.
 func (l *skiplist) remove(key string) {
-	var prev [skipMaxLevel]*skipNode
-	n := l.path(key, &prev)
-	if n == nil || n.key != key {
+	if _, ok := l.nodes[key]; !ok {
 		return
 	}
+	delete(l.nodes, key)
+	var prev [skipMaxLevel]*skipNode
+	n := l.path(key, &prev)
 	for i := 0; i < len(n.next); i++ {
 		prev[i].next[i] = n.next[i]
 	}
