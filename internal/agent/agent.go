@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -482,7 +483,7 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	if err != nil {
 		return fmt.Errorf("error getting node %q: %w", a.cfg.NodeName, err)
 	}
-	updated := node.DeepCopy()
+	updated := statusCopy(node)
 	if err := a.computeStatus(updated, now); err != nil {
 		// As the kubelet: post what could be computed.
 		a.log.Warn("failed to set some node status fields", "err", err)
@@ -503,6 +504,18 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	a.recordEvents(ctx, nodestatus.Events(a.cfg.NodeName, &node.Status, &posted.Status))
 	a.noteReady(posted)
 	return nil
+}
+
+// statusCopy returns a copy of node for the status setters to fill: its
+// status and annotations (the node IP setter writes one) are its own, and
+// the rest is shared with node, read-only. The pass never changes the
+// rest, and sharing it saves deep-copying every field of the Node, managed
+// fields included, on each pass.
+func statusCopy(node *corev1.Node) *corev1.Node {
+	out := *node
+	out.Annotations = maps.Clone(node.Annotations)
+	node.Status.DeepCopyInto(&out.Status)
+	return &out
 }
 
 func (a *Agent) countStatusError() {

@@ -795,6 +795,45 @@ func TestSyncStatusReadsLocalCacheFirst(t *testing.T) {
 	}
 }
 
+// A status pass fills a copy of its own: the Node in the agent's cache,
+// which a node informer shares with others, is left as it was, though the
+// pass changes the status and drops an annotation.
+func TestSyncStatusLeavesTheCachedNodeAlone(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	clk := testingclock.NewFakeClock(t0)
+	h := machine("node-1", node1IP)
+	var cached *corev1.Node
+	a := newAgent(t, c, node1Token, "node-1", h, clk, func(cfg *agent.Config) {
+		cfg.Nodes = listerFunc(func(name string) (*corev1.Node, error) {
+			if cached == nil || name != "node-1" {
+				return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
+			}
+			return cached, nil
+		})
+	})
+	if done, err := a.TryRegister(ctx); !done || err != nil {
+		t.Fatalf("TryRegister = %v, %v", done, err)
+	}
+	cached = getNode(t, c, "node-1")
+	if cached.Annotations == nil {
+		cached.Annotations = map[string]string{}
+	}
+	// Without an external cloud provider the pass removes this annotation.
+	cached.Annotations[nodestatus.AnnotationProvidedNodeIP] = "10.0.0.9"
+	before := cached.DeepCopy()
+	h.Update(func(s *fake.State) { s.Memory.Available = uint64(50 * mi) })
+	if err := a.SyncStatus(ctx); err != nil {
+		t.Fatalf("SyncStatus = %v", err)
+	}
+	if diff := cmp.Diff(before, cached); diff != "" {
+		t.Errorf("the cached Node changed (-before +after):\n%s", diff)
+	}
+	if got := conditions(getNode(t, c, "node-1"))[corev1.NodeMemoryPressure].Status; got != corev1.ConditionTrue {
+		t.Errorf("MemoryPressure = %q after the pass, want True", got)
+	}
+}
+
 // Five failed tries end the pass with an error; the next pass tries again.
 func TestSyncStatusGivesUpAfterFiveTries(t *testing.T) {
 	ctx := context.Background()

@@ -223,14 +223,16 @@ func StatusPatch(original, updated *corev1.Node) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding node %q: %w", original.Name, err)
 	}
-	target := updated.DeepCopy()
+	// Only target's spec and addresses differ from updated's, and both are
+	// replaced, not changed in place: a shallow copy will do.
+	target := *updated
 	target.Spec = original.Spec
 	replaceAddresses := len(original.Status.Addresses) > 0 &&
 		!apiequality.Semantic.DeepEqual(original.Status.Addresses, updated.Status.Addresses)
 	if replaceAddresses {
 		target.Status.Addresses = original.Status.Addresses
 	}
-	newJSON, err := json.Marshal(target)
+	newJSON, err := json.Marshal(&target)
 	if err != nil {
 		return nil, fmt.Errorf("encoding node %q: %w", updated.Name, err)
 	}
