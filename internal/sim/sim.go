@@ -32,8 +32,6 @@ package sim
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"errors"
 	"io"
 	"log/slog"
@@ -118,8 +116,8 @@ type World struct {
 	changedNodes map[string]bool
 	// untainted are the nodes added or changed since the last NoSchedule
 	// tainting pass.
-	untainted map[string]bool
-	changedPods  map[types.NamespacedName]bool
+	untainted   map[string]bool
+	changedPods map[types.NamespacedName]bool
 	// evictDue and schedDue are when taint eviction and the scheduler are
 	// next due.
 	evictDue, schedDue dueTimer
@@ -604,9 +602,6 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 
 // Close stops the API server's caches and releases the store.
 func (w *World) Close() error {
-	if os.Getenv("KNODE_SIM_STATS") != "" {
-		fmt.Fprintf(os.Stderr, "batches %d batched %d\n", w.batches, w.batched)
-	}
 	if w.api != nil {
 		w.api.Close()
 	}
