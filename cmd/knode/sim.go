@@ -28,6 +28,7 @@ func newSimCommand() *cobra.Command {
 func newSimRunCommand() *cobra.Command {
 	var out, cpuProfile string
 	var seed uint64
+	var workers int
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Replay a scenario script in virtual time and write its timeline",
@@ -40,6 +41,9 @@ language.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("--out is required")
+			}
+			if workers < 0 {
+				return fmt.Errorf("--workers=%d: must be 0 or more", workers)
 			}
 			f, err := os.Open(args[0])
 			if err != nil {
@@ -65,7 +69,7 @@ language.`,
 				defer pprof.StopCPUProfile()
 			}
 			start := time.Now()
-			w, err := sim.Run(cmd.Context(), sc, sim.Config{Seed: seed})
+			w, err := sim.Run(cmd.Context(), sc, sim.Config{Seed: seed, Workers: workers})
 			if err != nil {
 				return err
 			}
@@ -85,6 +89,7 @@ language.`,
 	}
 	cmd.Flags().StringVar(&out, "out", "", "directory to write timeline.csv and timeline.svg to (created if missing)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of every random choice")
+	cmd.Flags().IntVar(&workers, "workers", 0, "goroutines that run the agents' callbacks due together (0: one per CPU); the timeline does not depend on it")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return cmd
 }

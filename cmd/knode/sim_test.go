@@ -17,7 +17,7 @@ func TestSimRun(t *testing.T) {
 	var stdout bytes.Buffer
 	cmd := newRootCommand()
 	cmd.SetOut(&stdout)
-	cmd.SetArgs([]string{"sim", "run", "../../internal/sim/testdata/stop-start.txt", "--out", out, "--seed", "3"})
+	cmd.SetArgs([]string{"sim", "run", "../../internal/sim/testdata/stop-start.txt", "--out", out, "--seed", "3", "--workers", "2"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
@@ -54,5 +54,15 @@ func TestSimRunNeedsOut(t *testing.T) {
 	cmd.SetArgs([]string{"sim", "run", "../../internal/sim/testdata/stop-start.txt"})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--out is required") {
 		t.Fatalf("err = %v, want --out is required", err)
+	}
+}
+
+func TestSimRunRejectsNegativeWorkers(t *testing.T) {
+	cmd := newRootCommand()
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"sim", "run", "../../internal/sim/testdata/stop-start.txt", "--out", t.TempDir(), "--workers", "-1"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--workers=-1: must be 0 or more") {
+		t.Fatalf("err = %v, want --workers=-1: must be 0 or more", err)
 	}
 }
