@@ -53,14 +53,20 @@ func BenchmarkUpdate(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
-		// Keep the history from growing with b.N, as the simulator's
-		// compactor does.
-		if i%benchKeys == 0 {
-			rev, _ := s.Revision(ctx)
-			if err := s.Compact(ctx, rev); err != nil {
-				b.Fatal(err)
-			}
-		}
+		compactEvery(b, s, i)
+	}
+}
+
+// compactEvery compacts the whole history after every benchKeys writes,
+// as the simulator's compactor does, so that it does not grow with b.N.
+func compactEvery(b *testing.B, s *memory.Store, writes int) {
+	if writes%benchKeys != 0 {
+		return
+	}
+	ctx := context.Background()
+	rev, _ := s.Revision(ctx)
+	if err := s.Compact(ctx, rev); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -91,12 +97,7 @@ func BenchmarkCreateDelete(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
-		if i%benchKeys == 0 {
-			rev, _ := s.Revision(ctx)
-			if err := s.Compact(ctx, rev); err != nil {
-				b.Fatal(err)
-			}
-		}
+		compactEvery(b, s, i)
 	}
 }
 
