@@ -58,8 +58,9 @@ type mirror struct {
 	changes []change
 }
 
-// observer hears every change, in revision order; old is nil for a new
-// object and cur is nil for a deleted one.
+// observer hears every change, in revision order, except that a batch of
+// agents' changes comes ordered by agent (see refreshOrdered); old is nil
+// for a new object and cur is nil for a deleted one.
 type observer interface {
 	nodeChanged(old, cur *corev1.Node)
 	podChanged(old, cur *corev1.Pod)

@@ -14,12 +14,15 @@
 // whose callback calls the component's synchronous step (the same step its
 // Run loop calls in a server): the agent's lease Step, SyncStatus and pod
 // worker Sync; the lifecycle controller's monitor and tainting passes; the
-// scheduler's Step; taint eviction's Observe. Callbacks run one at a time,
-// in order of due time, ties in the order they were set, on the caller's
-// goroutine. After each one the World reads the store's new changes (see
-// mirror) and sets zero-delay timers for the components they concern,
-// which is how a server's watches would wake them. Nothing waits on real
-// time, and nothing runs concurrently, so a seed fixes the outcome.
+// scheduler's Step; taint eviction's Observe. Callbacks run in order of
+// due time, ties in the order they were set, on the caller's goroutine,
+// except that the agents' callbacks due before anything else's next one
+// run side by side, each on its own virtual time (see lanes.go). After
+// each callback, or batch of agents' callbacks, the World reads the store's
+// new changes (see mirror) and sets zero-delay timers for the components
+// they concern, which is how a server's watches would wake them. Nothing
+// waits on real time, and what runs side by side cannot see each other's
+// writes, so a seed fixes the outcome.
 //
 // Where it departs from a server, on purpose: the pod worker syncs when
 // its pods change and when the fake runtime has something due, not on its

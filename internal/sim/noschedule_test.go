@@ -1,0 +1,46 @@
+package sim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The lifecycle controller's NoSchedule pass runs for the nodes that
+// change: a node whose agent falls silent is marked Unknown and then
+// tainted unreachable:NoSchedule, and its running neighbour is not.
+func TestNoScheduleTaintFollowsNodeChanges(t *testing.T) {
+	w, err := New(context.Background(), Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if err := w.AddNodes("a", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.RunFor(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetRunning("a", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.RunFor(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	unreachable := func(name string) bool {
+		for _, taint := range w.mirror.nodes[name].Spec.Taints {
+			if taint.Key == corev1.TaintNodeUnreachable && taint.Effect == corev1.TaintEffectNoSchedule {
+				return true
+			}
+		}
+		return false
+	}
+	if !unreachable("a-1") {
+		t.Errorf("silent a-1 has taints %v, want %s:NoSchedule", w.mirror.nodes["a-1"].Spec.Taints, corev1.TaintNodeUnreachable)
+	}
+	if unreachable("a-2") {
+		t.Errorf("running a-2 has taints %v, want no %s", w.mirror.nodes["a-2"].Spec.Taints, corev1.TaintNodeUnreachable)
+	}
+}
