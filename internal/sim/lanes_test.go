@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"knode/internal/sim/script"
@@ -89,3 +91,71 @@ func objects(t *testing.T, w *World) map[string]string {
 }
 
 var uid = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// recorder is an observer that notes what it hears.
+type recorder struct{ heard []string }
+
+func (r *recorder) nodeChanged(old, cur *corev1.Node) {
+	verb, n := "update", cur
+	switch {
+	case old == nil:
+		verb = "add"
+	case cur == nil:
+		verb, n = "delete", old
+	}
+	r.heard = append(r.heard, verb+" node "+n.Name)
+}
+
+func (r *recorder) podChanged(old, cur *corev1.Pod) {
+	p := cur
+	if p == nil {
+		p = old
+	}
+	r.heard = append(r.heard, "pod "+p.Name+" on "+p.Spec.NodeName)
+}
+
+// After a batch the mirror hands on changes ordered by the rank of their
+// node, each node's own changes in revision order, whatever order the
+// revisions came in.
+func TestRefreshOrderedByNode(t *testing.T) {
+	ctx := context.Background()
+	w, err := New(ctx, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if err := w.build(); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	w.mirror.observer = rec
+	nodes := w.admin.CoreV1().Nodes()
+	for _, name := range []string{"n-b", "n-a"} {
+		if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: metav1.NamespaceDefault},
+		Spec:       corev1.PodSpec{NodeName: "n-a", Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+	}
+	if _, err := w.admin.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := nodes.Get(ctx, "n-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Labels = map[string]string{"x": "y"}
+	if _, err := nodes.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rank := map[string]int{"n-a": 0, "n-b": 1}
+	if err := w.mirror.refreshOrdered(func(node string) int { return rank[node] }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"add node n-a", "pod p on n-a", "add node n-b", "update node n-b"}
+	if diff := cmp.Diff(want, rec.heard); diff != "" {
+		t.Errorf("heard (-want +got):\n%s", diff)
+	}
+}
