@@ -94,11 +94,13 @@ func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer
 // refresh applies every change written since the last call.
 func (m *mirror) refresh() error { return m.refreshOrdered(nil) }
 
-// change is one decoded change: obj is nil for a deletion.
+// change is one decoded change: obj is nil for a deletion. rank is its
+// node's rank, when refreshOrdered has one.
 type change struct {
-	gvr schema.GroupVersionResource
-	key string
-	obj runtime.Object
+	gvr  schema.GroupVersionResource
+	key  string
+	obj  runtime.Object
+	rank int
 }
 
 // refreshOrdered is refresh, but when rank is not nil it applies the
@@ -121,9 +123,10 @@ func (m *mirror) refreshOrdered(rank func(node string) int) error {
 		}
 	}
 	if rank != nil && len(changes) > 1 {
-		slices.SortStableFunc(changes, func(a, b change) int {
-			return cmp.Compare(rank(m.nodeOf(a)), rank(m.nodeOf(b)))
-		})
+		for i := range changes {
+			changes[i].rank = rank(m.nodeOf(changes[i]))
+		}
+		slices.SortStableFunc(changes, func(a, b change) int { return cmp.Compare(a.rank, b.rank) })
 	}
 	for _, c := range changes {
 		m.apply(c)
