@@ -169,6 +169,8 @@ type Agent struct {
 	renewer  *lease.Renewer
 	// nodes is Config.Nodes, or the cache Run fills.
 	nodes NodeLister
+	// quiet belongs to the status pass, like schedule (see quietPass).
+	quiet quietPass
 
 	mu         sync.Mutex
 	registered bool
@@ -184,6 +186,10 @@ type Stats struct {
 	StatusPosts   int64
 	StatusErrors  int64
 	Registrations int64
+	// QuietPasses counts the status passes that ran no setter, because
+	// they started from the Node and facts of a pass that found nothing
+	// to post (see quietPass).
+	QuietPasses int64
 }
 
 // New checks cfg and builds an Agent.
@@ -434,11 +440,39 @@ func reconcileExisting(initial, existing *corev1.Node) bool {
 // computeStatus runs every status setter on node. A setter that fails
 // leaves its fields as they were; the others still run.
 func (a *Agent) computeStatus(node *corev1.Node, now time.Time) error {
+	return a.applySetters(node, a.snapshot(), now)
+}
+
+// snapshot reads the machine facts the setters work from.
+func (a *Agent) snapshot() host.Facts {
 	facts, err := host.Snapshot(a.cfg.Host, a.cfg.RootDir)
 	if err != nil {
 		a.log.Debug("some machine facts could not be read", "err", err)
 	}
+	return facts
+}
+
+func (a *Agent) applySetters(node *corev1.Node, facts host.Facts, now time.Time) error {
 	return nodestatus.Apply(a.setters, node, nodestatus.Facts{Host: facts}, now)
+}
+
+// quietPass is what the last status pass started from when it found
+// nothing to post: the Node's resourceVersion and the machine facts. The
+// setters are pure functions of the Node and the facts, apart from the
+// times they stamp, and Changed ignores heartbeat times, so a pass that
+// starts from the same Node and the same facts finds nothing to post
+// again. Such a pass skips copying the Node, running the setters and
+// comparing, until a report is due. Any post, or a Node or facts that
+// differ, runs the whole pass.
+type quietPass struct {
+	resourceVersion string
+	facts           host.Facts
+}
+
+// holds reports whether a pass from node and facts would find nothing to
+// post, as the remembered one did.
+func (q quietPass) holds(node *corev1.Node, facts host.Facts) bool {
+	return q.resourceVersion != "" && q.resourceVersion == node.ResourceVersion && q.facts.Equal(facts)
 }
 
 // nodeStatusUpdateRetry is how many times a status pass tries before it
@@ -483,13 +517,25 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	if err != nil {
 		return fmt.Errorf("error getting node %q: %w", a.cfg.NodeName, err)
 	}
+	facts := a.snapshot()
+	if a.quiet.holds(node, facts) && !a.schedule.Due(false, now) {
+		a.mu.Lock()
+		a.stats.QuietPasses++
+		a.mu.Unlock()
+		return nil
+	}
+	a.quiet = quietPass{}
 	updated := statusCopy(node)
-	if err := a.computeStatus(updated, now); err != nil {
+	setErr := a.applySetters(updated, facts, now)
+	if setErr != nil {
 		// As the kubelet: post what could be computed.
-		a.log.Warn("failed to set some node status fields", "err", err)
+		a.log.Warn("failed to set some node status fields", "err", setErr)
 	}
 	changed := statusreport.Changed(&node.Status, &updated.Status)
 	if !a.schedule.Due(changed, now) {
+		if !changed && setErr == nil {
+			a.quiet = quietPass{resourceVersion: node.ResourceVersion, facts: facts}
+		}
 		return nil
 	}
 	posted, err := statusreport.PatchStatus(ctx, a.cfg.Client, node, updated)

@@ -909,7 +909,9 @@ func TestRunReadsNodeFromItsWatch(t *testing.T) {
 // TestSyncStatusPostsOnChangeOrReportInterval steps through a script:
 // status is posted at once when a condition changes, not when nothing
 // changed, and then once the report frequency has passed since the last
-// post (the offset is 0: Rand is 0.5).
+// post (the offset is 0: Rand is 0.5). A pass that starts from the same
+// Node and machine facts as the last one, which found nothing to post, is
+// quiet: it runs no setter, unless a report is due.
 func TestSyncStatusPostsOnChangeOrReportInterval(t *testing.T) {
 	ctx := context.Background()
 	c, clk, h, a := registeredNode1(t)
@@ -917,23 +919,40 @@ func TestSyncStatusPostsOnChangeOrReportInterval(t *testing.T) {
 		return func() { h.Update(func(s *fake.State) { s.Memory.Available = uint64(v) }) }
 	}
 
+	// markReadyUnknown writes Ready Unknown as the node lifecycle
+	// controller would: the Node changes under the agent.
+	markReadyUnknown := func() {
+		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"Unknown","reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status.","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
+			t0.Format(time.RFC3339), clk.Now().Format(time.RFC3339))
+		if _, err := c.admin.CoreV1().Nodes().PatchStatus(ctx, "node-1", []byte(patch)); err != nil {
+			t.Fatalf("mark Ready Unknown: %v", err)
+		}
+	}
+
 	steps := []struct {
 		name     string
 		advance  time.Duration
 		change   func()
 		wantPost bool
+		// wantQuiet: the pass ran no setter.
+		wantQuiet bool
 		// wantMemoryPressure is checked on the stored Node after the step.
 		wantMemoryPressure corev1.ConditionStatus
 	}{
 		{name: "nothing changed 10s after registering", advance: 10 * time.Second, wantMemoryPressure: "False"},
+		{name: "nothing changed since the last pass", advance: 10 * time.Second, wantQuiet: true, wantMemoryPressure: "False"},
 		{name: "memory.available drops below 100Mi", advance: 10 * time.Second, change: setAvailable(50 * mi), wantPost: true, wantMemoryPressure: "True"},
 		{name: "still under pressure, nothing new", advance: 10 * time.Second, wantMemoryPressure: "True"},
 		{name: "available memory moves but stays under", advance: 10 * time.Second, change: setAvailable(60 * mi), wantMemoryPressure: "True"},
 		{name: "pressure clears", advance: 10 * time.Second, change: setAvailable(6 * gi), wantPost: true, wantMemoryPressure: "False"},
-		{name: "4m50s after the last post", advance: 4*time.Minute + 50*time.Second, wantMemoryPressure: "False"},
-		{name: "just before 5m", advance: 10*time.Second - time.Nanosecond, wantMemoryPressure: "False"},
+		{name: "4m40s after the last post", advance: 4*time.Minute + 40*time.Second, wantMemoryPressure: "False"},
+		{name: "4m50s after the last post", advance: 10 * time.Second, wantQuiet: true, wantMemoryPressure: "False"},
+		{name: "just before 5m", advance: 10*time.Second - time.Nanosecond, wantQuiet: true, wantMemoryPressure: "False"},
 		{name: "5m after the last post", advance: time.Nanosecond, wantPost: true, wantMemoryPressure: "False"},
 		{name: "10s later", advance: 10 * time.Second, wantMemoryPressure: "False"},
+		{name: "20s later", advance: 10 * time.Second, wantQuiet: true, wantMemoryPressure: "False"},
+		{name: "another writer marks Ready Unknown", advance: 10 * time.Second, change: markReadyUnknown, wantPost: true, wantMemoryPressure: "False"},
+		{name: "10s after that", advance: 10 * time.Second, wantMemoryPressure: "False"},
 		{name: "5m after that post", advance: 5*time.Minute - 10*time.Second, wantPost: true, wantMemoryPressure: "False"},
 	}
 	for _, s := range steps {
@@ -941,15 +960,18 @@ func TestSyncStatusPostsOnChangeOrReportInterval(t *testing.T) {
 		if s.change != nil {
 			s.change()
 		}
-		before := a.Stats().StatusPosts
+		before := a.Stats()
 		patchesBefore := len(c.log(by(node1Token, http.MethodPatch, "/api/v1/nodes/node-1/status")))
 		if err := a.SyncStatus(ctx); err != nil {
 			t.Fatalf("%s: SyncStatus: %v", s.name, err)
 		}
-		posted := a.Stats().StatusPosts - before
+		posted := a.Stats().StatusPosts - before.StatusPosts
 		patches := len(c.log(by(node1Token, http.MethodPatch, "/api/v1/nodes/node-1/status"))) - patchesBefore
 		if want := map[bool]int64{true: 1, false: 0}[s.wantPost]; posted != want || int64(patches) != want {
 			t.Errorf("%s (t0+%v): StatusPosts +%d, PATCHes +%d; want %d", s.name, clk.Now().Sub(t0), posted, patches, want)
+		}
+		if quiet := a.Stats().QuietPasses - before.QuietPasses; quiet != map[bool]int64{true: 1, false: 0}[s.wantQuiet] {
+			t.Errorf("%s (t0+%v): QuietPasses +%d, want quiet %v", s.name, clk.Now().Sub(t0), quiet, s.wantQuiet)
 		}
 		n := getNode(t, c, "node-1")
 		conds := conditions(n)
@@ -965,7 +987,7 @@ func TestSyncStatusPostsOnChangeOrReportInterval(t *testing.T) {
 	}
 	n := getNode(t, c, "node-1")
 	mp := conditions(n)[corev1.NodeMemoryPressure]
-	if want := t0.Add(50 * time.Second); !mp.Transition.Equal(want) {
+	if want := t0.Add(time.Minute); !mp.Transition.Equal(want) {
 		t.Errorf("MemoryPressure lastTransitionTime %v, want %v (when pressure cleared)", mp.Transition, want)
 	}
 	if mp.Reason != "KubeletHasSufficientMemory" {

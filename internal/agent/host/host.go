@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 )
 
 // Host is the machine as the node agent sees it. Every method reads current
@@ -236,6 +237,22 @@ type Facts struct {
 
 // Err returns the error of reading f, or nil when it succeeded.
 func (f Facts) Err(fact Fact) error { return f.Errs[fact] }
+
+// Equal reports whether f and g hold the same readings; failed readings
+// compare by their error text.
+func (f Facts) Equal(g Facts) bool {
+	if len(f.Errs) != len(g.Errs) {
+		return false
+	}
+	for fact, err := range f.Errs {
+		other, ok := g.Errs[fact]
+		if !ok || (err == nil) != (other == nil) || (err != nil && err.Error() != other.Error()) {
+			return false
+		}
+	}
+	f.Errs, g.Errs = nil, nil
+	return reflect.DeepEqual(f, g)
+}
 
 // Snapshot reads every fact from h, with rootDir as the nodefs path. It
 // always returns a usable Facts: failed readings are recorded in Facts.Errs

@@ -130,3 +130,46 @@ func TestFamilyOf(t *testing.T) {
 		}
 	}
 }
+
+func TestFactsEqual(t *testing.T) {
+	base := func() host.Facts {
+		return host.Facts{
+			Network: host.Network{Interfaces: []host.Interface{{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("10.0.0.5/24")}}}},
+			CPUs:    4,
+			Memory:  host.Memory{Capacity: 8 << 30, Available: 6 << 30},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*host.Facts)
+		want bool
+	}{
+		{name: "same readings", edit: func(*host.Facts) {}, want: true},
+		{name: "another address", edit: func(f *host.Facts) {
+			f.Network.Interfaces[0].Addrs[0] = netip.MustParsePrefix("10.0.0.6/24")
+		}, want: false},
+		{name: "less memory available", edit: func(f *host.Facts) { f.Memory.Available-- }, want: false},
+		{name: "a reading failed", edit: func(f *host.Facts) {
+			f.Errs = map[host.Fact]error{host.FactPIDs: errors.New("no /proc")}
+		}, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := base()
+			tc.edit(&f)
+			if got := base().Equal(f); got != tc.want {
+				t.Errorf("Equal = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	failed := func(msg string) host.Facts {
+		f := base()
+		f.Errs = map[host.Fact]error{host.FactPIDs: errors.New(msg)}
+		return f
+	}
+	if !failed("no /proc").Equal(failed("no /proc")) {
+		t.Error("the same failure read twice is not Equal")
+	}
+	if failed("no /proc").Equal(failed("permission denied")) {
+		t.Error("different failures are Equal")
+	}
+}
