@@ -219,14 +219,23 @@ func (s *Schedule) ReportDue() time.Time {
 // changed are sent as a full replacement list: the API schema marks them
 // as merged by type, which would keep stale entries.
 func StatusPatch(original, updated *corev1.Node) ([]byte, error) {
-	oldJSON, err := json.Marshal(original)
-	if err != nil {
-		return nil, fmt.Errorf("encoding node %q: %w", original.Name, err)
-	}
+	// Only the two documents' differences reach the patch, so what is
+	// equal on both sides may be left out of both: the spec (the target
+	// keeps original's) and, when they match, the managed fields, which
+	// are the bulk of a Node's JSON.
+	base := *original
+	base.Spec = corev1.NodeSpec{}
 	// Only target's spec and addresses differ from updated's, and both are
 	// replaced, not changed in place: a shallow copy will do.
 	target := *updated
-	target.Spec = original.Spec
+	target.Spec = corev1.NodeSpec{}
+	if apiequality.Semantic.DeepEqual(base.ManagedFields, target.ManagedFields) {
+		base.ManagedFields, target.ManagedFields = nil, nil
+	}
+	oldJSON, err := json.Marshal(&base)
+	if err != nil {
+		return nil, fmt.Errorf("encoding node %q: %w", original.Name, err)
+	}
 	replaceAddresses := len(original.Status.Addresses) > 0 &&
 		!apiequality.Semantic.DeepEqual(original.Status.Addresses, updated.Status.Addresses)
 	if replaceAddresses {

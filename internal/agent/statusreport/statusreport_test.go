@@ -11,11 +11,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -308,6 +310,84 @@ func TestStatusPatch(t *testing.T) {
 			}
 			if diff := cmp.Diff(decode(t, []byte(tt.want)), decode(t, got)); diff != "" {
 				t.Errorf("patch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// wholeNodePatch is StatusPatch done the plain way, diffing the whole
+// Nodes with updated's spec set to original's.
+func wholeNodePatch(t *testing.T, original, updated *corev1.Node) []byte {
+	t.Helper()
+	oldJSON, err := json.Marshal(original)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := updated.DeepCopy()
+	target.Spec = original.Spec
+	replace := len(original.Status.Addresses) > 0 && !apiequality.Semantic.DeepEqual(original.Status.Addresses, updated.Status.Addresses)
+	if replace {
+		target.Status.Addresses = original.Status.Addresses
+	}
+	newJSON, err := json.Marshal(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, corev1.Node{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replace {
+		if patch, err = withReplacedAddresses(patch, updated.Status.Addresses); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return patch
+}
+
+// StatusPatch leaves what is equal on both sides out of its diff; the
+// patch must be the very bytes the whole Nodes give.
+func TestStatusPatchIsTheWholeNodePatch(t *testing.T) {
+	managed := func(manager string) []metav1.ManagedFieldsEntry {
+		return []metav1.ManagedFieldsEntry{{
+			Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+			Time: &metav1.Time{Time: t0}, FieldsType: "FieldsV1", Subresource: "status",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{}}}`)},
+		}}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(n *corev1.Node)
+	}{
+		{name: "nothing changed", change: func(*corev1.Node) {}},
+		{name: "heartbeat", change: func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(t1) }},
+		{name: "spec", change: func(n *corev1.Node) { n.Spec.Unschedulable = true; n.Spec.PodCIDR = "10.1.0.0/24" }},
+		{name: "addresses", change: func(n *corev1.Node) {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.2"}}
+		}},
+		{name: "a label and an annotation dropped", change: func(n *corev1.Node) {
+			n.Labels["kubernetes.io/os"] = "linux"
+			n.Annotations = nil
+		}},
+		{name: "managed fields differ", change: func(n *corev1.Node) { n.ManagedFields = managed("someone-else") }},
+		{name: "managed fields dropped", change: func(n *corev1.Node) { n.ManagedFields = nil }},
+		{name: "pressure", change: func(n *corev1.Node) {
+			n.Status.Conditions[1] = cond(corev1.NodeMemoryPressure, corev1.ConditionTrue, t1, t1)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			original := node(baseStatus())
+			original.ManagedFields = managed("knode")
+			original.Annotations = map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
+			original.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+			updated := original.DeepCopy()
+			tc.change(updated)
+			got, err := StatusPatch(original, updated)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := wholeNodePatch(t, original, updated); string(got) != string(want) {
+				t.Errorf("patch\n got %s\nwant %s", got, want)
 			}
 		})
 	}
