@@ -116,11 +116,16 @@ type Verdict struct {
 //
 // node, lease and prev are not modified.
 func Judge(node *corev1.Node, lease *coordinationv1.Lease, prev *Health, now time.Time, p Params) Verdict {
-	return judge(node, lease, prev, now, p, ZoneKey(node))
+	var v Verdict
+	r, grace := judge(&v.Health, node, lease, prev, now, p, ZoneKey(node))
+	v.Grace, v.TimedOut, v.Observed, v.Current, v.Conditions = grace, r.timedOut, r.observed, r.current, r.conditions
+	return v
 }
 
-// judge is Judge with the node's zone key already worked out.
-func judge(node *corev1.Node, lease *coordinationv1.Lease, prevp *Health, now time.Time, p Params, zone string) Verdict {
+// judge is Judge with the node's zone key already worked out. It writes
+// the new Health to *dst and returns the rest of the verdict (of judged,
+// only the fields Verdict has) and the grace period.
+func judge(dst *Health, node *corev1.Node, lease *coordinationv1.Lease, prevp *Health, now time.Time, p Params, zone string) (judged, time.Duration) {
 	created := node.CreationTimestamp.Time
 	readyIdx := conditionIndex(node.Status.Conditions, corev1.NodeReady)
 	hasReady := readyIdx >= 0
@@ -167,23 +172,23 @@ func judge(node *corev1.Node, lease *coordinationv1.Lease, prevp *Health, now ti
 	h.Zone = zone
 	h.UID = node.UID
 
-	v := Verdict{Grace: grace, Observed: observed.Status}
+	v := judged{observed: observed.Status}
 	if hasReady {
-		v.Current = observed.Status
+		v.current = observed.Status
 	}
-	v.TimedOut = now.After(h.ProbeTime.Add(grace))
+	v.timedOut = now.After(h.ProbeTime.Add(grace))
 	// Ready changes, and so is written, when it is missing or not yet
 	// Unknown; a Ready already Unknown leaves the node untouched, as
 	// upstream writes only when Ready differs.
-	if v.TimedOut && (!hasReady || observed.Status != corev1.ConditionUnknown) {
-		v.Conditions = unknownConditions(node, now)
-		v.Current = corev1.ConditionUnknown
-		h.Ready = readySeen(&v.Conditions[conditionIndex(v.Conditions, corev1.NodeReady)])
+	if v.timedOut && (!hasReady || observed.Status != corev1.ConditionUnknown) {
+		v.conditions = unknownConditions(node, now)
+		v.current = corev1.ConditionUnknown
+		h.Ready = readySeen(&v.conditions[conditionIndex(v.conditions, corev1.NodeReady)])
 		h.ReadyTransitionTime = now
 		h.Lease = leaseSeen(lease)
 	}
-	v.Health = h
-	return v
+	*dst = h
+	return v, grace
 }
 
 // unknownConditions returns a copy of node's conditions with the watched

@@ -3,6 +3,7 @@ package nodelifecycle
 import (
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -108,12 +109,17 @@ type Plan struct {
 	Disruption Disruption
 }
 
-// judged is what the second half of a pass needs from Judge.
+// judged is Judge's verdict less the Health and grace period: what the
+// second half of a pass needs to know about a node.
 type judged struct {
 	observed, current corev1.ConditionStatus
 	timedOut          bool
-	added             bool
-	conditions        []corev1.NodeCondition
+	// added: the node was not seen at the last pass.
+	added bool
+	// hasNR and hasUR: the node carries the not-ready or unreachable
+	// NoExecute taint.
+	hasNR, hasUR bool
+	conditions   []corev1.NodeCondition
 }
 
 // PlanPass decides one monitor pass (upstream's monitorNodeHealth without
@@ -137,7 +143,17 @@ type judged struct {
 //  5. A node this controller turned from Ready to Unknown gets NodeNotReady
 //     and its pods marked not Ready; so does a node in State.Retry whose
 //     Ready is still not True.
+//
+// From parallelMinNodes nodes on, step 2 runs on up to GOMAXPROCS
+// goroutines, which have all finished when PlanPass returns; the Plan is
+// the same as a serial pass's, byte for byte.
 func PlanPass(in Input) Plan {
+	return planPass(in, splitFor(len(in.Nodes)))
+}
+
+// planPass is PlanPass with the judging split as sp says. The split changes
+// how fast a pass is, never what it decides.
+func planPass(in Input, sp split) Plan {
 	now, p, prev := in.Now, in.Params, in.State
 	next := State{
 		Health: make(map[string]*Health, len(in.Nodes)),
@@ -151,39 +167,30 @@ func PlanPass(in Input) Plan {
 
 	// One slab holds every node's new Health: one allocation per pass.
 	slab := make([]Health, len(in.Nodes))
-	recs := make([]judged, len(in.Nodes))
-	zones := zoneTable{byLabels: map[zoneLabels]*zoneTally{}, byKey: map[string]*zoneTally{}}
-	counts := map[string]*zoneCount{}
-	var seen, countedZones []string
-	for i, node := range in.Nodes {
-		old := prev.Health[node.Name]
-		zone, tally := zones.lookup(node)
-		v := judge(node, in.Leases[node.Name], old, now, p, zone)
-		slab[i] = v.Health
-		next.Health[node.Name] = &slab[i]
-		recs[i] = judged{observed: v.Observed, current: v.Current, timedOut: v.TimedOut, added: old == nil, conditions: v.Conditions}
-		if old == nil {
-			plan.Events = append(plan.Events, Event{Node: node.Name, UID: node.UID, Reason: EventRegisteredNode, Message: fmt.Sprintf("Registered Node %s in Controller", node.Name)})
+	recsp := getRecs(len(in.Nodes))
+	defer recsPool.Put(recsp)
+	recs := *recsp
+	chunks := judgeAll(in, sp, slab, recs, func() {
+		for i, node := range in.Nodes {
+			next.Health[node.Name] = &slab[i]
 		}
-		if !tally.seen {
-			tally.seen = true
-			seen = append(seen, zone)
-		}
-		if excludedFromDisruption(node) {
+	})
+
+	added := 0
+	for c := range chunks {
+		if chunks[c].added == 0 {
 			continue
 		}
-		if !tally.counted {
-			tally.counted = true
-			counts[zone] = &tally.zoneCount
-			countedZones = append(countedZones, zone)
-		}
-		if v.Current == corev1.ConditionTrue {
-			tally.ready++
-		} else {
-			tally.notReady++
+		added += chunks[c].added
+		lo, hi := sp.bounds(c, len(in.Nodes))
+		for i := lo; i < hi; i++ {
+			if recs[i].added {
+				node := in.Nodes[i]
+				plan.Events = append(plan.Events, Event{Node: node.Name, UID: node.UID, Reason: EventRegisteredNode, Message: fmt.Sprintf("Registered Node %s in Controller", node.Name)})
+			}
 		}
 	}
-	if len(prev.Health) > len(next.Health)-countAdded(recs) {
+	if len(prev.Health) > len(next.Health)-added {
 		for _, name := range sortedKeys(prev.Health) {
 			if _, ok := next.Health[name]; ok {
 				continue
@@ -197,90 +204,50 @@ func PlanPass(in Input) Plan {
 		}
 	}
 
+	seen, counts, countedZones := mergeZones(chunks)
 	sort.Strings(countedZones)
 	zd := decideZones(prev.Zones, prev.Rates, seen, counts, countedZones, p)
 	next.Zones, next.Rates = zd.zones, zd.rates
 	plan.Queues, plan.Zones, plan.Disruption = zd.changes, zd.reports, zd.disruption
 
-	for i, node := range in.Nodes {
-		r := recs[i]
+	entering, left := zd.disruption == DisruptionEntered, zd.disruption == DisruptionLeft
+	for i := range recs {
+		r := &recs[i]
 		h := &slab[i]
-		if zd.disruption == DisruptionLeft {
+		if left {
 			h.ProbeTime, h.ReadyTransitionTime = now, now
 			r.timedOut = false
 		}
-		a := NodeAction{Name: node.Name, UID: node.UID, Zone: h.Zone, Conditions: r.conditions}
-		add, remove, want := noExecuteDecision(node, r, zd.disruption == DisruptionEntered, now)
+		add, remove, want := noExecuteDecision(r, entering, now)
 		if zd.halted && (want == queueAdd || want == queueReAdd) {
 			want = queueRemove
 		}
-		a.AddTaints, a.RemoveTaints = add, remove
-		applyQueueWant(&a, want, next.Held)
-		if r.current != "" {
-			switch {
-			case r.observed == corev1.ConditionTrue && r.current != corev1.ConditionTrue:
-				a.NotReadyEvent, a.MarkPods = true, true
-			case prev.Retry[node.Name] && r.observed != corev1.ConditionTrue:
-				a.MarkPods = true
-			}
+		// The node itself is read only when something may need doing: in a
+		// steady fleet nothing is held or retried, and every node is Ready.
+		mayHold := want == queueAdd || want == queueReAdd || want == queueRemove && len(next.Held) > 0
+		mayRetry := r.current != "" && r.observed != corev1.ConditionTrue && len(prev.Retry) > 0
+		notReadyEvent := r.current != "" && r.observed == corev1.ConditionTrue && r.current != corev1.ConditionTrue
+		if !mayHold && !mayRetry && !notReadyEvent && r.conditions == nil && len(add) == 0 && len(remove) == 0 {
+			continue
 		}
-		if a.Conditions != nil || a.NotReadyEvent || a.MarkPods || len(a.AddTaints) > 0 || len(a.RemoveTaints) > 0 || a.Dequeue || a.Enqueue {
-			plan.Nodes = append(plan.Nodes, a)
+		node := in.Nodes[i]
+		var dequeue, enqueue bool
+		var dequeueZone string
+		if mayHold {
+			dequeue, dequeueZone, enqueue = queueMoves(node.Name, h.Zone, want, next.Held)
+		}
+		markPods := notReadyEvent || mayRetry && prev.Retry[node.Name]
+		if r.conditions != nil || notReadyEvent || markPods || len(add) > 0 || len(remove) > 0 || dequeue || enqueue {
+			plan.Nodes = append(plan.Nodes, NodeAction{
+				Name: node.Name, UID: node.UID, Zone: h.Zone, Conditions: r.conditions,
+				NotReadyEvent: notReadyEvent, MarkPods: markPods,
+				AddTaints: add, RemoveTaints: remove,
+				Dequeue: dequeue, DequeueZone: dequeueZone, Enqueue: enqueue,
+			})
 		}
 	}
 	plan.State = next
 	return plan
-}
-
-// zoneTable works out zone keys once per distinct set of zone labels, and
-// keeps one tally per zone key (different labels can name the same zone).
-type zoneTable struct {
-	byLabels map[zoneLabels]*zoneTally
-	byKey    map[string]*zoneTally
-}
-
-// zoneLabels are the four label values ZoneKey reads, and which are set.
-type zoneLabels struct {
-	values  [4]string
-	present uint8
-}
-
-type zoneTally struct {
-	key           string
-	seen, counted bool
-	zoneCount
-}
-
-// lookup returns node's zone key (exactly ZoneKey's) and tally.
-func (t zoneTable) lookup(node *corev1.Node) (string, *zoneTally) {
-	var k zoneLabels
-	for i, l := range [4]string{corev1.LabelFailureDomainBetaZone, corev1.LabelTopologyZone, corev1.LabelFailureDomainBetaRegion, corev1.LabelTopologyRegion} {
-		if v, ok := node.Labels[l]; ok {
-			k.values[i] = v
-			k.present |= 1 << i
-		}
-	}
-	if z := t.byLabels[k]; z != nil {
-		return z.key, z
-	}
-	key := ZoneKey(node)
-	z := t.byKey[key]
-	if z == nil {
-		z = &zoneTally{key: key}
-		t.byKey[key] = z
-	}
-	t.byLabels[k] = z
-	return key, z
-}
-
-func countAdded(recs []judged) int {
-	n := 0
-	for i := range recs {
-		if recs[i].added {
-			n++
-		}
-	}
-	return n
 }
 
 // queueWant is what a node's queue membership should become.
@@ -296,9 +263,8 @@ const (
 // noExecuteDecision is upstream's processTaintBaseEviction (plus
 // markNodeAsReachable for new nodes and on entering the all-zones-down
 // mode), folded into one set of taint changes and one queue change.
-func noExecuteDecision(node *corev1.Node, r judged, entering bool, now time.Time) (add, remove []corev1.Taint, want queueWant) {
-	hasNR := hasTaint(node.Spec.Taints, NotReadyTaint.Key, NotReadyTaint.Effect)
-	hasUR := hasTaint(node.Spec.Taints, UnreachableTaint.Key, UnreachableTaint.Effect)
+func noExecuteDecision(r *judged, entering bool, now time.Time) (add, remove []corev1.Taint, want queueWant) {
+	hasNR, hasUR := r.hasNR, r.hasUR
 	reachable := func() {
 		if hasNR {
 			remove = append(remove, NotReadyTaint)
@@ -350,26 +316,28 @@ func noExecuteDecision(node *corev1.Node, r judged, entering bool, now time.Time
 	return add, remove, want
 }
 
-// applyQueueWant turns a wanted membership into Dequeue/Enqueue on a, and
-// records it in held.
-func applyQueueWant(a *NodeAction, want queueWant, held map[string]string) {
-	zone, isHeld := held[a.Name]
+// queueMoves turns a wanted queue membership for the node name in zone
+// into a dequeue (from dequeueZone) and an enqueue (into zone), and records
+// it in held.
+func queueMoves(name, zone string, want queueWant, held map[string]string) (dequeue bool, dequeueZone string, enqueue bool) {
+	if want == queueKeep {
+		return false, "", false
+	}
+	heldZone, isHeld := held[name]
 	switch want {
 	case queueRemove:
 		if isHeld {
-			a.Dequeue, a.DequeueZone = true, zone
-			delete(held, a.Name)
+			delete(held, name)
+			return true, heldZone, false
 		}
 	case queueAdd, queueReAdd:
-		if isHeld && zone == a.Zone && want == queueAdd {
-			return
+		if isHeld && heldZone == zone && want == queueAdd {
+			return false, "", false
 		}
-		if isHeld {
-			a.Dequeue, a.DequeueZone = true, zone
-		}
-		a.Enqueue = true
-		held[a.Name] = a.Zone
+		held[name] = zone
+		return isHeld, heldZone, true
 	}
+	return false, "", false
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -383,4 +351,17 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func sortReports(r []ZoneReport) {
 	sort.Slice(r, func(i, j int) bool { return r[i].Zone < r[j].Zone })
+}
+
+// recsPool recycles the per-node records of a pass, which nothing keeps
+// after it; every record is overwritten before it is read.
+var recsPool sync.Pool
+
+func getRecs(n int) *[]judged {
+	if p, ok := recsPool.Get().(*[]judged); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	s := make([]judged, n)
+	return &s
 }

@@ -31,23 +31,41 @@ const LabelExcludeDisruption = "node.kubernetes.io/exclude-disruption"
 // label when absent, or "" when both are empty. All unlabelled nodes share
 // the "" zone.
 func ZoneKey(node *corev1.Node) string {
-	labels := node.Labels
-	if labels == nil {
-		return ""
-	}
+	return zoneKeyOf(zoneLabelValues(node.Labels))
+}
+
+// zoneLabelValues returns the region and zone ZoneKey is made of.
+func zoneLabelValues(labels map[string]string) (region, zone string) {
 	zone, ok := labels[corev1.LabelFailureDomainBetaZone]
 	if !ok {
 		zone = labels[corev1.LabelTopologyZone]
 	}
-	region, ok := labels[corev1.LabelFailureDomainBetaRegion]
+	region, ok = labels[corev1.LabelFailureDomainBetaRegion]
 	if !ok {
 		region = labels[corev1.LabelTopologyRegion]
 	}
+	return region, zone
+}
+
+// zoneKeyOf is the zone key of region and zone.
+func zoneKeyOf(region, zone string) string {
 	if region == "" && zone == "" {
 		return ""
 	}
-	return region + ":\x00:" + zone
+	return region + zoneKeySep + zone
 }
+
+// isZoneKeyOf reports whether key == zoneKeyOf(region, zone), without
+// building the latter.
+func isZoneKeyOf(key, region, zone string) bool {
+	if region == "" && zone == "" {
+		return key == ""
+	}
+	r := len(region)
+	return len(key) == r+len(zoneKeySep)+len(zone) && key[:r] == region && key[r:r+len(zoneKeySep)] == zoneKeySep && key[r+len(zoneKeySep):] == zone
+}
+
+const zoneKeySep = ":\x00:"
 
 // excludedFromDisruption reports whether node carries the exclude label.
 func excludedFromDisruption(node *corev1.Node) bool {
