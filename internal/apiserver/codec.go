@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,10 +30,10 @@ const (
 	validationIgnore fieldValidation = "Ignore"
 )
 
-// parseFieldValidation reads the fieldValidation parameter. Upstream
-// defaults to Warn when the parameter is absent.
-func parseFieldValidation(r *http.Request) (fieldValidation, error) {
-	switch v := r.URL.Query().Get("fieldValidation"); v {
+// parseFieldValidation reads the fieldValidation parameter of a query.
+// Upstream defaults to Warn when the parameter is absent.
+func parseFieldValidation(q url.Values) (fieldValidation, error) {
+	switch v := q.Get("fieldValidation"); v {
 	case "":
 		return validationWarn, nil
 	case string(validationStrict), string(validationWarn), string(validationIgnore):
@@ -71,32 +72,48 @@ func decodeBodyAs(k *registry.Kind, contentType string, data []byte, fv fieldVal
 }
 
 // decodeObject decodes a body sent with the given Content-Type into into,
-// which must be of kind gvk.
+// a new object of kind gvk.
 func decodeObject(into runtime.Object, gvk schema.GroupVersionKind, contentType string, data []byte, fv fieldValidation) (runtime.Object, []string, error) {
-	kind, version, gv := gvk.Kind, gvk.Version, gvk.GroupVersion().String()
+	kind, version := gvk.Kind, gvk.Version
 	cannot := func(err error) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", kind, version, kind, err))
 	}
 	if mediaType(contentType) == protobufMediaType {
+		if out, ok, err := decodeProtobufBody(into, gvk, data); ok {
+			if err != nil {
+				return nil, nil, cannot(err)
+			}
+			return out, nil, nil
+		}
 		out, got, err := protobufSerializer.Decode(data, nil, into)
 		if err != nil {
 			return nil, nil, cannot(err)
 		}
-		if got != nil && (got.Kind != kind || got.GroupVersion().String() != gv) {
+		if got != nil && (got.Kind != kind || got.GroupVersion() != gvk.GroupVersion()) {
 			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s", got.Kind, got.Version, kind))
 		}
-		out.GetObjectKind().SetGroupVersionKind(gvk)
+		setKind(out, gvk)
 		return out, nil, nil
 	}
 	var tm metav1.TypeMeta
 	if err := json.Unmarshal(data, &tm); err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("couldn't get version/kind; json parse error: %v", err))
 	}
-	if tm.APIVersion != "" && tm.APIVersion != gv {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", tm.APIVersion, gv))
+	return decodeJSON(into, gvk, data, tm, fv)
+}
+
+// decodeJSON decodes a JSON body into into, a new object of kind gvk; tm
+// is what the body's apiVersion and kind read as.
+func decodeJSON(into runtime.Object, gvk schema.GroupVersionKind, data []byte, tm metav1.TypeMeta, fv fieldValidation) (runtime.Object, []string, error) {
+	kind, version := gvk.Kind, gvk.Version
+	cannot := func(err error) error {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", kind, version, kind, err))
+	}
+	if tm.APIVersion != "" && !isAPIVersion(tm.APIVersion, gvk.GroupVersion()) {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", tm.APIVersion, gvk.GroupVersion()))
 	}
 	if tm.Kind != "" && tm.Kind != kind {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: no kind %q is registered for version %q", tm.Kind, version, kind, tm.Kind, gv))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: no kind %q is registered for version %q", tm.Kind, version, kind, tm.Kind, gvk.GroupVersion()))
 	}
 	strictErrs, err := kjson.UnmarshalStrict(data, into)
 	if err != nil {
@@ -113,13 +130,56 @@ func decodeObject(into runtime.Object, gvk schema.GroupVersionKind, contentType 
 			}
 		}
 	}
-	into.GetObjectKind().SetGroupVersionKind(gvk)
+	setKind(into, gvk)
 	return into, warnings, nil
+}
+
+// decodeProtobufBody decodes a protobuf body whose envelope names gvk
+// exactly into into, a new object of that kind, as the protobuf serializer
+// would, without its lookups of into's kind. ok is false, and nothing is
+// decoded, for any other body: the serializer then decodes it, or words
+// what is wrong with it. err is the object's own decoding error.
+func decodeProtobufBody(into runtime.Object, gvk schema.GroupVersionKind, data []byte) (obj runtime.Object, ok bool, err error) {
+	pb, isProto := into.(protoObject)
+	tm, typed := into.GetObjectKind().(*metav1.TypeMeta)
+	if !isProto || !typed || !bytes.HasPrefix(data, storageProtobufPrefix) {
+		return nil, false, nil
+	}
+	var unk runtime.Unknown
+	if err := unk.Unmarshal(data[len(storageProtobufPrefix):]); err != nil {
+		return nil, false, nil
+	}
+	if unk.Kind != gvk.Kind || !isAPIVersion(unk.APIVersion, gvk.GroupVersion()) {
+		return nil, false, nil
+	}
+	if err := pb.Unmarshal(unk.Raw); err != nil {
+		return nil, true, err
+	}
+	tm.APIVersion, tm.Kind = unk.APIVersion, unk.Kind
+	return into, true, nil
+}
+
+// isAPIVersion reports whether apiVersion is gv.String(), without making
+// that string.
+func isAPIVersion(apiVersion string, gv schema.GroupVersion) bool {
+	if gv.Group == "" {
+		return apiVersion == gv.Version
+	}
+	g := len(gv.Group)
+	return len(apiVersion) == g+1+len(gv.Version) && apiVersion[:g] == gv.Group &&
+		apiVersion[g] == '/' && apiVersion[g+1:] == gv.Version
+}
+
+// setKind stamps apiVersion and kind gvk on obj, unless it has them.
+func setKind(obj runtime.Object, gvk schema.GroupVersionKind) {
+	if kind := obj.GetObjectKind(); kind.GroupVersionKind() != gvk {
+		kind.SetGroupVersionKind(gvk)
+	}
 }
 
 // setTypeMeta stamps apiVersion and kind on an object of kind k.
 func setTypeMeta(k *registry.Kind, obj runtime.Object) {
-	obj.GetObjectKind().SetGroupVersionKind(k.GroupVersion.WithKind(k.Kind))
+	setKind(obj, k.GroupVersion.WithKind(k.Kind))
 }
 
 // mediaRequest is what the Accept header asks the response to be.
@@ -135,22 +195,24 @@ type mediaRequest struct {
 // returned when the first acceptable clause asks for one.
 func negotiate(r *http.Request) mediaRequest {
 	var m mediaRequest
-	for _, clause := range strings.Split(r.Header.Get("Accept"), ",") {
-		params := mediaParams(clause)
-		if params["as"] == "Table" && params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+	for clauses, more := r.Header.Get("Accept"), true; more; {
+		var clause string
+		clause, clauses, more = strings.Cut(clauses, ",")
+		as, g, v := mediaParam(clause, "as"), mediaParam(clause, "g"), mediaParam(clause, "v")
+		if as == "Table" && g == "meta.k8s.io" && (v == "v1" || v == "v1beta1") {
 			m.table = true
 			return m
 		}
-		if params["as"] == "APIGroupDiscoveryList" && params["g"] == "apidiscovery.k8s.io" && params["v"] == "v2" {
+		if as == "APIGroupDiscoveryList" && g == "apidiscovery.k8s.io" && v == "v2" {
 			m.discoveryV2 = true
 			return m
 		}
 		mt := mediaType(clause)
-		if mt == protobufMediaType && params["as"] == "" {
+		if mt == protobufMediaType && as == "" {
 			m.protobuf = true
 			return m
 		}
-		if mt == "application/json" && params["as"] == "" || mt == "*/*" || mt == "application/*" {
+		if mt == "application/json" && as == "" || mt == "*/*" || mt == "application/*" {
 			return m
 		}
 	}
@@ -159,33 +221,37 @@ func negotiate(r *http.Request) mediaRequest {
 
 // mediaType is the type/subtype of a Content-Type or Accept clause.
 func mediaType(clause string) string {
-	return strings.TrimSpace(strings.SplitN(clause, ";", 2)[0])
+	mt, _, _ := strings.Cut(clause, ";")
+	return strings.TrimSpace(mt)
 }
 
-// mediaParams parses "type/sub;k=v;k2=v2" into its parameters.
-func mediaParams(clause string) map[string]string {
-	params := map[string]string{}
-	parts := strings.Split(clause, ";")
-	for _, p := range parts[1:] {
-		kv := strings.SplitN(strings.TrimSpace(p), "=", 2)
-		if len(kv) == 2 {
-			params[strings.TrimSpace(kv[0])] = strings.Trim(strings.TrimSpace(kv[1]), `"`)
+// mediaParam is the value of parameter key in "type/sub;k=v;k2=v2" (the
+// last one when it is repeated), or "".
+func mediaParam(clause, key string) string {
+	_, params, more := strings.Cut(clause, ";")
+	value := ""
+	for more {
+		var p string
+		p, params, more = strings.Cut(params, ";")
+		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if ok && strings.TrimSpace(k) == key {
+			value = strings.Trim(strings.TrimSpace(v), `"`)
 		}
 	}
-	return params
+	return value
 }
 
 // writeProtobuf writes a registered API object in Kubernetes protobuf,
 // falling back to JSON for a type protobuf cannot carry.
 func writeProtobuf(w http.ResponseWriter, code int, obj runtime.Object) {
-	var buf bytes.Buffer
-	if err := protobufSerializer.Encode(obj, &buf); err != nil {
+	var out oneWrite
+	if err := protobufSerializer.EncodeWithAllocator(obj, &out, &runtime.SimpleAllocator{}); err != nil {
 		writeJSON(w, code, obj)
 		return
 	}
 	w.Header().Set("Content-Type", protobufMediaType)
 	w.WriteHeader(code)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(out.data)
 }
 
 // writeJSON writes obj with the given HTTP status.

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"knode/internal/auth"
@@ -274,7 +272,7 @@ func fromCache(opts metav1.ListOptions) bool {
 
 // readBody reads a request body, mapping an oversize body to 413.
 func readBody(r *http.Request) ([]byte, error) {
-	data, err := io.ReadAll(r.Body)
+	data, err := readAll(r.Body, r.ContentLength)
 	if err != nil {
 		var maxErr *http.MaxBytesError
 		if asMaxBytes(err, &maxErr) {
@@ -285,6 +283,33 @@ func readBody(r *http.Request) ([]byte, error) {
 	return data, nil
 }
 
+// readAll reads r to its end, as io.ReadAll does, into a buffer sized for
+// a body of length bytes (unknown when not positive), so that a small body
+// of the declared length is read without growing the buffer. Only up to
+// maxPresized bytes are allocated before they arrive.
+func readAll(r io.Reader, length int64) ([]byte, error) {
+	if length <= 0 {
+		return io.ReadAll(r)
+	}
+	// One byte more than declared, to see the end without a second buffer.
+	data := make([]byte, 0, min(length, maxPresized)+1)
+	for {
+		n, err := r.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return data, err
+		}
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+	}
+}
+
+const maxPresized = 64 << 10
+
 // writeOptions are the query parameters every write takes.
 type writeOptions struct {
 	dryRun bool
@@ -292,7 +317,10 @@ type writeOptions struct {
 }
 
 func parseWriteOptions(r *http.Request) (writeOptions, error) {
-	var o writeOptions
+	o := writeOptions{fv: validationWarn}
+	if r.URL.RawQuery == "" {
+		return o, nil // the usual write, parsed without parsing
+	}
 	q := r.URL.Query()
 	for _, v := range q["dryRun"] {
 		if v != metav1.DryRunAll {
@@ -300,7 +328,7 @@ func parseWriteOptions(r *http.Request) (writeOptions, error) {
 		}
 		o.dryRun = true
 	}
-	fv, err := parseFieldValidation(r)
+	fv, err := parseFieldValidation(q)
 	o.fv = fv
 	return o, err
 }
@@ -397,16 +425,28 @@ func (s *Server) update(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if err != nil {
 		return err
 	}
-	obj, warnings, err := decodeBodyAs(st.kind, r.Header.Get("Content-Type"), data, wo.fv)
+	contentType := r.Header.Get("Content-Type")
+	obj, warnings, err := decodeBodyAs(st.kind, contentType, data, wo.fv)
 	if err != nil {
 		return err
 	}
 	if a.Subresource == "finalize" {
 		return s.finalizeNamespace(ctx, w, r, st, a.Name, obj, wo)
 	}
-	fn := func(current runtime.Object) (runtime.Object, error) { return obj.DeepCopyObject(), nil }
+	expectedRV := bodyRV(obj)
+	fn := func(current runtime.Object) (runtime.Object, error) {
+		if obj != nil {
+			first := obj
+			obj = nil
+			return first, nil
+		}
+		// A retry: the store changed the first object; the body decodes
+		// to the same one again.
+		again, _, err := decodeBodyAs(st.kind, contentType, data, wo.fv)
+		return again, err
+	}
 	uo := s.updateOptions(ctx, st, namespace, a, wo)
-	uo.expectedRV = bodyRV(obj)
+	uo.expectedRV = expectedRV
 	updated, err := st.Update(ctx, namespace, a.Name, fn, uo)
 	if err != nil {
 		return err
@@ -417,14 +457,16 @@ func (s *Server) update(ctx context.Context, w http.ResponseWriter, r *http.Requ
 }
 
 func (s *Server) updateOptions(ctx context.Context, st *objectStore, namespace string, a auth.Attributes, wo writeOptions) updateOptions {
-	user, _ := auth.UserFrom(ctx)
-	return updateOptions{
-		status: a.Subresource == "status",
-		dryRun: wo.dryRun,
-		admit: func(obj, old runtime.Object) error {
-			return s.admit(ctx, AdmissionAttributes{Operation: "UPDATE", Kind: st.kind, Namespace: namespace, Name: a.Name, Subresource: a.Subresource, Object: obj, Old: old, User: user, DryRun: wo.dryRun})
-		},
+	opts := updateOptions{status: a.Subresource == "status", dryRun: wo.dryRun}
+	if len(s.cfg.Admission) == 0 {
+		return opts
 	}
+	user, _ := auth.UserFrom(ctx)
+	name, subresource, dryRun := a.Name, a.Subresource, wo.dryRun
+	opts.admit = func(obj, old runtime.Object) error {
+		return s.admit(ctx, AdmissionAttributes{Operation: "UPDATE", Kind: st.kind, Namespace: namespace, Name: name, Subresource: subresource, Object: obj, Old: old, User: user, DryRun: dryRun})
+	}
+	return opts
 }
 
 // patch applies a JSON patch, merge patch or strategic-merge patch to the
@@ -449,9 +491,14 @@ func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	var warnings []string
 	fn := func(current runtime.Object) (runtime.Object, error) {
-		accessor, _ := meta.Accessor(current)
-		accessor.SetResourceVersion("")
-		currentJSON, err := json.Marshal(current)
+		if patchType == types.StrategicMergePatchType {
+			obj, warns, ok, err := st.strategicMerge(current, body, wo.fv)
+			if ok {
+				warnings = warns
+				return obj, err
+			}
+		}
+		currentJSON, err := patchTargetJSON(current)
 		if err != nil {
 			return nil, err
 		}
@@ -470,39 +517,6 @@ func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	addWarnings(w, warnings)
 	s.respond(w, r, st, http.StatusOK, updated)
 	return nil
-}
-
-// applyPatch applies one patch document to the JSON of an object; schema is
-// an empty object of the kind, used by strategic merge.
-func applyPatch(pt types.PatchType, current, patch []byte, schemaObj runtime.Object) ([]byte, error) {
-	switch pt {
-	case types.JSONPatchType:
-		p, err := jsonpatch.DecodePatch(patch)
-		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
-		out, err := p.Apply(current)
-		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
-		return out, nil
-	case types.MergePatchType:
-		out, err := jsonpatch.MergePatch(current, patch)
-		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
-		return out, nil
-	default:
-		var patchMap map[string]interface{}
-		if err := json.Unmarshal(patch, &patchMap); err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
-		}
-		out, err := strategicpatch.StrategicMergePatch(current, patch, schemaObj)
-		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
-		return out, nil
-	}
 }
 
 // deleteRequestOptions reads DeleteOptions from the body and the query.

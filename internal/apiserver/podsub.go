@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -227,9 +226,8 @@ func (s *Server) checkAndDecrement(ctx context.Context, pdb *policyv1.PodDisrupt
 	pst := s.stores[pdbResource]
 	now := metav1.NewTime(s.clock.Now())
 	_, err := pst.Update(ctx, pdb.Namespace, pdb.Name, func(current runtime.Object) (runtime.Object, error) {
-		b := current.(*policyv1.PodDisruptionBudget)
-		accessor, _ := meta.Accessor(b)
-		accessor.SetResourceVersion("") // retried on conflict, re-judged each time
+		b := current.(*policyv1.PodDisruptionBudget).DeepCopy()
+		b.ResourceVersion = "" // retried on conflict, re-judged each time
 		if b.Status.ObservedGeneration < b.Generation {
 			return nil, budgetRefusal(b, fmt.Sprintf("The disruption budget %s is still being processed by the server.", b.Name))
 		}
@@ -269,7 +267,7 @@ func (s *Server) deleteEvicted(ctx context.Context, st *objectStore, pod *corev1
 	if pod.DeletionTimestamp == nil {
 		now := metav1.NewTime(s.clock.Now().Truncate(1e9))
 		_, err := st.Update(ctx, pod.Namespace, pod.Name, func(current runtime.Object) (runtime.Object, error) {
-			p := current.(*corev1.Pod)
+			p := current.(*corev1.Pod).DeepCopy()
 			p.ResourceVersion = ""
 			setPodCondition(p, corev1.PodCondition{
 				Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, LastTransitionTime: now,

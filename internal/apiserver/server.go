@@ -45,7 +45,8 @@ const DefaultMaxBodyBytes = 3 * 1024 * 1024
 
 // Admitter can refuse or change a write before it is stored. It sees the
 // typed object after decoding and defaulting, and the stored object on
-// updates (nil on create).
+// updates (nil on create), which it must not change: the server may share
+// it with other requests.
 type Admitter interface {
 	Admit(ctx context.Context, a AdmissionAttributes) error
 }

@@ -9,12 +9,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
@@ -38,10 +38,13 @@ type objectStore struct {
 	recent *recentObjects
 	// cache serves unpaginated lists and watches (cache.go).
 	cache *watchCache
+	// patchMeta tells strategic merge how the kind's lists merge; nil when
+	// the kind has no Go struct to read it from.
+	patchMeta *strategicpatch.PatchMetaFromStruct
 }
 
 func newObjectStore(k *registry.Kind, s storage.Interface, c clock.PassiveClock) *objectStore {
-	return &objectStore{
+	st := &objectStore{
 		kind:    k,
 		storage: s,
 		clock:   c,
@@ -49,6 +52,10 @@ func newObjectStore(k *registry.Kind, s storage.Interface, c clock.PassiveClock)
 		prefix:  "/registry/" + k.Resource + "/",
 		recent:  newRecentObjects(),
 	}
+	if pm, err := strategicpatch.NewPatchMetaFromStruct(k.New()); err == nil {
+		st.patchMeta = &pm
+	}
+	return st
 }
 
 // key is the storage key of one object.
@@ -167,7 +174,7 @@ func (s *objectStore) Create(ctx context.Context, namespace string, obj runtime.
 			return nil, err
 		}
 	}
-	errs := apivalidation.ValidateObjectMetaAccessor(accessor, s.kind.Namespaced, s.nameValidator(), field.NewPath("metadata"))
+	errs := validateMeta(accessor, s.kind.Namespaced, s.namesAreLabels())
 	if s.kind.Validate != nil {
 		errs = append(errs, s.kind.Validate(obj)...)
 	}
@@ -215,17 +222,18 @@ func (s *objectStore) gk() schema.GroupKind {
 	return schema.GroupKind{Group: s.kind.GroupVersion.Group, Kind: s.kind.Kind}
 }
 
-// nameValidator picks the name rule: namespaces are DNS labels, everything
+// namesAreLabels picks the name rule: namespaces are DNS labels, everything
 // else served here is a DNS subdomain.
-func (s *objectStore) nameValidator() apivalidation.ValidateNameFunc {
-	if s.kind.Resource == "namespaces" {
-		return apivalidation.NameIsDNSLabel
-	}
-	return apivalidation.NameIsDNSSubdomain
+func (s *objectStore) namesAreLabels() bool {
+	return s.kind.Resource == "namespaces"
 }
 
 // updateFunc computes the new object from the current one. It returns
 // the object to store; the store then applies the Kind's rules to it.
+// current may be the object the server remembers (recent.go), shared with
+// other requests: fn must not change it, so a function that edits the
+// current object edits a copy of it. The store owns what fn returns, and
+// may call fn again, on a retry.
 type updateFunc func(current runtime.Object) (runtime.Object, error)
 
 // updateOptions select the rules of an update.
@@ -248,7 +256,10 @@ const maxUpdateRetries = 10
 // the Kind's rules and writes it with a compare-and-swap. An object whose
 // new value carries a resourceVersion must match the stored one (409
 // otherwise); one without is retried on conflict. An update that changes
-// nothing writes nothing and returns the stored object.
+// nothing writes nothing and returns the stored object. The object returned
+// after a write is also the one the server remembers (recent.go): the
+// caller must not change it. Neither the Kind's rules nor admission may
+// change the current object they are shown, which may be shared too.
 func (s *objectStore) Update(ctx context.Context, namespace, name string, fn updateFunc, opts updateOptions) (runtime.Object, error) {
 	key := s.key(namespace, name)
 	useRecent := true
@@ -266,10 +277,10 @@ func (s *objectStore) Update(ctx context.Context, namespace, name string, fn upd
 			}
 			rev, currentData = kv.ModRevision, kv.Value
 		}
-		obj, err := fn(current.DeepCopyObject())
+		obj, err := fn(current)
 		var result runtime.Object
 		if err == nil {
-			result, err = s.applyUpdate(ctx, namespace, name, obj, current, currentData, rev, opts)
+			result, err = s.applyUpdate(ctx, namespace, name, key, obj, current, currentData, rev, opts)
 		}
 		if err != nil && fromRecent {
 			// Judge every failure, and every no-op, against the stored
@@ -297,9 +308,9 @@ func (s *objectStore) Update(ctx context.Context, namespace, name string, fn upd
 var errRetry = errors.New("retry update")
 
 // applyUpdate checks obj against the rules and writes it over current,
-// stored as currentData at revision rev. It returns current itself when obj
-// would store the same bytes, as upstream skips such writes.
-func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, obj, current runtime.Object, currentData []byte, rev int64, opts updateOptions) (runtime.Object, error) {
+// stored under key as currentData at revision rev. It returns current
+// itself when obj would store the same bytes, as upstream skips such writes.
+func (s *objectStore) applyUpdate(ctx context.Context, namespace, name, key string, obj, current runtime.Object, currentData []byte, rev int64, opts updateOptions) (runtime.Object, error) {
 	accessor, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -361,7 +372,7 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 	// The immutable metadata (name, namespace, uid, creation and deletion
 	// times) was taken from old above, so only the mutable parts need
 	// checking here.
-	errs = append(apivalidation.ValidateObjectMetaAccessor(accessor, s.kind.Namespaced, s.nameValidator(), field.NewPath("metadata")), errs...)
+	errs = append(validateMeta(accessor, s.kind.Namespaced, s.namesAreLabels()), errs...)
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(s.gk(), name, errs)
 	}
@@ -380,8 +391,8 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 	// upstream. An object still in its grace period stays: its owner (the
 	// agent, for a pod) finishes the deletion.
 	if deleteDuringUpdate(accessor, old) && s.finalized(obj) {
-		kv, err := s.storage.Delete(ctx, s.key(namespace, name), rev)
-		s.recent.forget(s.key(namespace, name))
+		kv, err := s.storage.Delete(ctx, key, rev)
+		s.recent.forget(key)
 		if errors.Is(err, storage.ErrConflict) {
 			return nil, s.conflictOrRetry(explicitRV, name)
 		}
@@ -391,7 +402,6 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 		setRevision(obj, kv.ModRevision)
 		return obj, nil
 	}
-	key := s.key(namespace, name)
 	newRev, err := s.storage.Update(ctx, key, data, rev)
 	if errors.Is(err, storage.ErrConflict) {
 		return nil, s.conflictOrRetry(explicitRV, name)
@@ -400,7 +410,7 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name string, o
 		return nil, storageError(err, s.gr, name)
 	}
 	setRevision(obj, newRev)
-	s.recent.remember(key, newRev, obj, data)
+	s.recent.keep(key, newRev, obj, data)
 	return obj, nil
 }
 
