@@ -2,7 +2,11 @@ package host_test
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -171,5 +175,92 @@ func TestFactsEqual(t *testing.T) {
 	}
 	if failed("no /proc").Equal(failed("permission denied")) {
 		t.Error("different failures are Equal")
+	}
+}
+
+// Equal compares field by field; a reading added to Facts must be compared
+// too. Setting any leaf field of a snapshot to another value makes it
+// unequal to the original.
+func TestFactsEqualSeesEveryField(t *testing.T) {
+	base := func() host.Facts {
+		return host.Facts{
+			Network: host.Network{
+				Interfaces:    []host.Interface{{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("10.0.0.5/24")}}},
+				DefaultRoutes: []host.Route{{Interface: "eth0", Gateway: netip.MustParseAddr("10.0.0.1")}},
+			},
+			Hugepages: []host.Hugepages{{PageSize: 2 << 20}},
+			Errs:      map[host.Fact]error{host.FactOS: errors.New("no os-release")},
+		}
+	}
+	var paths []string
+	var visit func(v reflect.Value, path string)
+	visit = func(v reflect.Value, path string) {
+		switch v.Kind() {
+		case reflect.Struct:
+			if v.Type() == reflect.TypeOf(netip.Prefix{}) || v.Type() == reflect.TypeOf(netip.Addr{}) {
+				paths = append(paths, path)
+				return
+			}
+			for i := range v.NumField() {
+				visit(v.Field(i), path+"."+v.Type().Field(i).Name)
+			}
+		case reflect.Slice:
+			for i := range v.Len() {
+				visit(v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+			}
+		default:
+			paths = append(paths, path)
+		}
+	}
+	visit(reflect.ValueOf(base()), "Facts")
+	for _, path := range paths {
+		t.Run(path, func(t *testing.T) {
+			f := base()
+			changeLeaf(t, reflect.ValueOf(&f).Elem(), strings.Split(path, ".")[1:])
+			if base().Equal(f) {
+				t.Errorf("changing %s leaves the facts Equal", path)
+			}
+		})
+	}
+	if len(paths) < 20 {
+		t.Errorf("visited %d fields, want every leaf of Facts: %v", len(paths), paths)
+	}
+}
+
+// changeLeaf sets the field at path (names, with [i] for slice elements)
+// to a value other than its own.
+func changeLeaf(t *testing.T, v reflect.Value, path []string) {
+	t.Helper()
+	for _, step := range path {
+		name, index, hasIndex := strings.Cut(step, "[")
+		v = v.FieldByName(name)
+		if hasIndex {
+			i, err := strconv.Atoi(strings.TrimSuffix(index, "]"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v = v.Index(i)
+		}
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(v.String() + "x")
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.Int, reflect.Int64:
+		v.SetInt(v.Int() + 1)
+	case reflect.Uint, reflect.Uint64, reflect.Uint32:
+		v.SetUint(v.Uint() + 1)
+	case reflect.Map:
+		v.Set(reflect.ValueOf(map[host.Fact]error{host.FactOS: errors.New("another failure")}))
+	default:
+		switch x := v.Interface().(type) {
+		case netip.Prefix:
+			v.Set(reflect.ValueOf(netip.PrefixFrom(x.Addr().Next(), x.Bits())))
+		case netip.Addr:
+			v.Set(reflect.ValueOf(x.Next()))
+		default:
+			t.Fatalf("no way to change a %s", v.Type())
+		}
 	}
 }
