@@ -80,7 +80,7 @@ language.`,
 			}
 			stdout := cmd.OutOrStdout()
 			fmt.Fprintf(stdout, "%s: %v of virtual time in %.1fs (seed %d)\n", args[0], w.Now(), wall.Seconds(), seed)
-			if err := sim.WriteSummary(stdout, sim.Summarize(w.Samples())); err != nil {
+			if err := sim.WriteSummary(stdout, w.Summary()); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "timeline.csv"), filepath.Join(out, "timeline.svg"))

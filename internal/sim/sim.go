@@ -137,9 +137,11 @@ type World struct {
 	// evicted counts, per zone, the pods taint eviction deleted.
 	evicted     map[string]int
 	evictedUIDs map[types.UID]bool
-	samples     []timeline.Row
-	nextSample  time.Duration
-	err         error
+	// marks holds, per zone, the exact times the summary reports.
+	marks      map[string]*zoneMarks
+	samples    []timeline.Row
+	nextSample time.Duration
+	err        error
 }
 
 // New builds a World at virtual time zero with no nodes.
@@ -150,6 +152,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		byName: map[string]*simAgent{}, zones: map[string][]*simAgent{}, kicks: map[string]bool{},
 		changedNodes: map[string]bool{}, untainted: map[string]bool{}, changedPods: map[types.NamespacedName]bool{},
 		evicted: map[string]int{}, evictedUIDs: map[types.UID]bool{}, laneRank: map[int]int{},
+		marks: map[string]*zoneMarks{},
 	}
 	if cfg.Settings != nil {
 		w.settings = *cfg.Settings
@@ -349,6 +352,7 @@ func (w *World) kick(name string, fn func()) {
 
 // nodeChanged implements observer.
 func (w *World) nodeChanged(old, cur *corev1.Node) {
+	w.markTaints(old, cur)
 	if !w.started() {
 		return
 	}
@@ -425,10 +429,73 @@ func (w *World) countEviction(cur, old *corev1.Pod) {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == tainteviction.ConditionReason {
 			w.evictedUIDs[p.UID] = true
-			w.evicted[w.zoneOf(p.Spec.NodeName)]++
+			zone := w.zoneOf(p.Spec.NodeName)
+			w.evicted[zone]++
+			if m := w.marksOf(zone); !m.evicted {
+				m.evicted, m.firstEvicted = true, w.Now()
+			}
 			return
 		}
 	}
+}
+
+// zoneMarks are a zone's NoExecute taints and first eviction as they
+// happen, at the virtual time the World observes them, rather than as the
+// 10 s samples catch them.
+type zoneMarks struct {
+	// tainted is the zone's nodes with a NoExecute taint now; maxTainted
+	// the most at once, first reached at allTainted; firstTainted is when
+	// the first was tainted.
+	tainted, maxTainted      int
+	firstTainted, allTainted time.Duration
+	evicted                  bool
+	firstEvicted             time.Duration
+}
+
+func (w *World) marksOf(zone string) *zoneMarks {
+	m := w.marks[zone]
+	if m == nil {
+		m = &zoneMarks{}
+		w.marks[zone] = m
+	}
+	return m
+}
+
+// markTaints follows the NoExecute taints of a node from old to cur.
+func (w *World) markTaints(old, cur *corev1.Node) {
+	was := old != nil && len(tainteviction.NoExecuteTaints(old.Spec.Taints)) > 0
+	is := cur != nil && len(tainteviction.NoExecuteTaints(cur.Spec.Taints)) > 0
+	if was {
+		w.marksOf(old.Labels[corev1.LabelTopologyZone]).tainted--
+	}
+	if !is {
+		return
+	}
+	m := w.marksOf(cur.Labels[corev1.LabelTopologyZone])
+	m.tainted++
+	if m.tainted > m.maxTainted {
+		if m.maxTainted == 0 {
+			m.firstTainted = w.Now()
+		}
+		m.maxTainted, m.allTainted = m.tainted, w.Now()
+	}
+}
+
+// Summary is Summarize of the samples, with the taint and eviction times
+// and the most nodes tainted at once as they happened, not as sampled.
+func (w *World) Summary() []ZoneSummary {
+	out := Summarize(w.samples)
+	for i := range out {
+		m := w.marks[out[i].Zone]
+		if m == nil {
+			m = &zoneMarks{}
+		}
+		out[i].MaxTainted, out[i].FirstTainted, out[i].AllTainted = m.maxTainted, m.firstTainted, m.allTainted
+		if m.evicted {
+			out[i].FirstEvicted = m.firstEvicted
+		}
+	}
+	return out
 }
 
 func (w *World) zoneOf(node string) string {

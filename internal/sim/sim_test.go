@@ -22,27 +22,29 @@ var update = flag.Bool("update", false, "rewrite the golden timelines and summar
 
 // replayed caches run's results: the golden test and the checks of the
 // documented numbers read the same long examples.
-var replayed = map[string]struct {
-	csv     []byte
-	summary string
-}{}
+var replayed = map[string]replay{}
 
-// run replays a script file and returns its timeline and summary.
-func run(t *testing.T, path string, seed uint64) ([]byte, string) {
+// replay is what running a script gives: its timeline, its summary, and
+// the summary as printed.
+type replay struct {
+	csv     []byte
+	zones   []sim.ZoneSummary
+	summary string
+}
+
+// run replays a script file, or returns its cached replay.
+func run(t *testing.T, path string, seed uint64) replay {
 	t.Helper()
 	key := fmt.Sprintf("%s@%d", path, seed)
 	if r, ok := replayed[key]; ok {
-		return r.csv, r.summary
+		return r
 	}
-	csv, summary := replay(t, path, seed)
-	replayed[key] = struct {
-		csv     []byte
-		summary string
-	}{csv, summary}
-	return csv, summary
+	r := replayOnce(t, path, seed)
+	replayed[key] = r
+	return r
 }
 
-func replay(t *testing.T, path string, seed uint64) ([]byte, string) {
+func replayOnce(t *testing.T, path string, seed uint64) replay {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -62,10 +64,11 @@ func replay(t *testing.T, path string, seed uint64) ([]byte, string) {
 	if err := timeline.WriteCSV(&csv, w.Samples()); err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.WriteSummary(&summary, sim.Summarize(w.Samples())); err != nil {
+	zones := w.Summary()
+	if err := sim.WriteSummary(&summary, zones); err != nil {
 		t.Fatal(err)
 	}
-	return csv.Bytes(), summary.String()
+	return replay{csv: csv.Bytes(), zones: zones, summary: summary.String()}
 }
 
 // golden compares got with the file, or rewrites it with -update.
@@ -104,17 +107,16 @@ func TestGolden(t *testing.T) {
 			if testing.Short() && strings.Contains(path, "examples") {
 				t.Skip("long example")
 			}
-			csv, summary := run(t, path, 1)
-			golden(t, filepath.Join("testdata", "golden", name+".csv"), csv)
-			golden(t, filepath.Join("testdata", "golden", name+".summary"), []byte(summary))
+			r := run(t, path, 1)
+			golden(t, filepath.Join("testdata", "golden", name+".csv"), r.csv)
+			golden(t, filepath.Join("testdata", "golden", name+".summary"), []byte(r.summary))
 		})
 	}
 }
 
 func TestSameSeedSameTimeline(t *testing.T) {
 	path := "testdata/stop-start.txt"
-	first, _ := replay(t, path, 7)
-	second, _ := replay(t, path, 7)
+	first, second := replayOnce(t, path, 7).csv, replayOnce(t, path, 7).csv
 	if !bytes.Equal(first, second) {
 		t.Fatalf("two runs with seed 7 differ:\n%s", cmp.Diff(string(first), string(second)))
 	}
@@ -126,13 +128,8 @@ func zones(t *testing.T, example string) map[string]sim.ZoneSummary {
 	if testing.Short() {
 		t.Skip("long example")
 	}
-	csv, _ := run(t, filepath.Join("../../examples/sim", example+".txt"), 1)
-	rows, err := timeline.ReadCSV(bytes.NewReader(csv))
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]sim.ZoneSummary{}
-	for _, z := range sim.Summarize(rows) {
+	for _, z := range run(t, filepath.Join("../../examples/sim", example+".txt"), 1).zones {
 		out[z.Zone] = z
 	}
 	return out
@@ -183,8 +180,7 @@ func TestPodsLeave300sAfterTaint(t *testing.T) {
 	if a.MaxTainted != 1 || a.Evicted != 10 {
 		t.Fatalf("zone a: %d tainted, %d evicted; want 1 and its 10 pods", a.MaxTainted, a.Evicted)
 	}
-	// Samples are 10 s apart: the taint and the eviction each land in the
-	// sample after they happen.
+	// The summary's times are the taint's and the eviction's own.
 	if got := a.FirstEvicted - a.FirstTainted; got != 300*time.Second {
 		t.Errorf("pods evicted %v after the taint, want 300s", got)
 	}
