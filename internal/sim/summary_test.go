@@ -1,13 +1,10 @@
 package sim
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"knode/internal/sim/script"
 )
 
 // The summary reports a zone's taint and eviction times as they happened,
@@ -15,26 +12,7 @@ import (
 // time the NoExecute taint carries as timeAdded, and the pods, which
 // tolerate it for the default 300 s, leave exactly 300 s later.
 func TestSummaryTimesAreExact(t *testing.T) {
-	w, err := New(context.Background(), Config{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	if err := w.AddNodes("a", 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.AddPods(10, script.Toleration{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.RunFor(time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.SetRunning("a", 1, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.RunFor(7 * time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	w := silenceOne(t, 10, 7*time.Minute)
 	var added time.Duration
 	for _, taint := range w.mirror.nodes["a-1"].Spec.Taints {
 		if taint.Effect == corev1.TaintEffectNoExecute && taint.TimeAdded != nil {
