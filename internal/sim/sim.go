@@ -352,7 +352,14 @@ func (w *World) kick(name string, fn func()) {
 
 // nodeChanged implements observer.
 func (w *World) nodeChanged(old, cur *corev1.Node) {
-	w.markTaints(old, cur)
+	var oldNE, curNE []corev1.Taint
+	if old != nil {
+		oldNE = tainteviction.NoExecuteTaints(old.Spec.Taints)
+	}
+	if cur != nil {
+		curNE = tainteviction.NoExecuteTaints(cur.Spec.Taints)
+	}
+	w.markTaints(old, cur, len(oldNE) > 0, len(curNE) > 0)
 	if !w.started() {
 		return
 	}
@@ -372,7 +379,7 @@ func (w *World) nodeChanged(old, cur *corev1.Node) {
 	if cur != nil {
 		w.untainted[name] = true
 	}
-	if old == nil || cur == nil || !equality.Semantic.DeepEqual(tainteviction.NoExecuteTaints(old.Spec.Taints), tainteviction.NoExecuteTaints(cur.Spec.Taints)) {
+	if old == nil || cur == nil || !equality.Semantic.DeepEqual(oldNE, curNE) {
 		w.changedNodes[name] = true
 	}
 }
@@ -461,10 +468,9 @@ func (w *World) marksOf(zone string) *zoneMarks {
 	return m
 }
 
-// markTaints follows the NoExecute taints of a node from old to cur.
-func (w *World) markTaints(old, cur *corev1.Node) {
-	was := old != nil && len(tainteviction.NoExecuteTaints(old.Spec.Taints)) > 0
-	is := cur != nil && len(tainteviction.NoExecuteTaints(cur.Spec.Taints)) > 0
+// markTaints follows a node from old to cur: was and is say whether each
+// has a NoExecute taint.
+func (w *World) markTaints(old, cur *corev1.Node, was, is bool) {
 	if was {
 		w.marksOf(old.Labels[corev1.LabelTopologyZone]).tainted--
 	}
