@@ -482,19 +482,40 @@ func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return err
 	}
 	patchType := types.PatchType(mediaType(r.Header.Get("Content-Type")))
+	if err := checkPatchType(patchType); err != nil {
+		return err
+	}
+	var warnings []string
+	fn := st.patchFunc(patchType, body, wo.fv, &warnings)
+	updated, err := st.Update(ctx, namespace, a.Name, fn, s.updateOptions(ctx, st, namespace, a, wo))
+	if err != nil {
+		return err
+	}
+	addWarnings(w, warnings)
+	s.respond(w, r, st, http.StatusOK, updated)
+	return nil
+}
+
+// checkPatchType accepts the patch types the server applies.
+func checkPatchType(patchType types.PatchType) error {
 	switch patchType {
 	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+		return nil
 	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
 		return unsupportedMediaType("server-side apply is not supported yet by knode; use client-side apply (kubectl apply without --server-side)")
 	default:
 		return unsupportedMediaType(fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType))
 	}
-	var warnings []string
-	fn := func(current runtime.Object) (runtime.Object, error) {
+}
+
+// patchFunc is the update that applies body, a patch of patchType, to the
+// current object; the decoding's warnings go to *warnings.
+func (st *objectStore) patchFunc(patchType types.PatchType, body []byte, fv fieldValidation, warnings *[]string) updateFunc {
+	return func(current runtime.Object) (runtime.Object, error) {
 		if patchType == types.StrategicMergePatchType {
-			obj, warns, ok, err := st.strategicMerge(current, body, wo.fv)
+			obj, warns, ok, err := st.strategicMerge(current, body, fv)
 			if ok {
-				warnings = warns
+				*warnings = warns
 				return obj, err
 			}
 		}
@@ -506,17 +527,10 @@ func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		if err != nil {
 			return nil, err
 		}
-		obj, warns, err := decodeBody(st.kind, patched, wo.fv)
-		warnings = warns
+		obj, warns, err := decodeBody(st.kind, patched, fv)
+		*warnings = warns
 		return obj, err
 	}
-	updated, err := st.Update(ctx, namespace, a.Name, fn, s.updateOptions(ctx, st, namespace, a, wo))
-	if err != nil {
-		return err
-	}
-	addWarnings(w, warnings)
-	s.respond(w, r, st, http.StatusOK, updated)
-	return nil
 }
 
 // deleteRequestOptions reads DeleteOptions from the body and the query.

@@ -300,10 +300,14 @@ func (s *Server) authenticate(r *http.Request) (*auth.User, error) {
 }
 
 func (s *Server) forbid(w http.ResponseWriter, a auth.Attributes, reason string) {
-	msg := auth.Forbidden(a, reason)
+	writeError(w, forbidden(a, reason))
+}
+
+// forbidden is the 403 for a request the authorizer denied.
+func forbidden(a auth.Attributes, reason string) error {
 	err := apierrors.NewForbidden(schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}, a.Name, errors.New(reason))
-	err.ErrStatus.Message = msg
-	writeError(w, err)
+	err.ErrStatus.Message = auth.Forbidden(a, reason)
+	return err
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {

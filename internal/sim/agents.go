@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"knode/internal/agent"
@@ -69,9 +70,13 @@ func (w *World) addAgent(zone string, index int) error {
 		return fmt.Errorf("node %s already exists", name)
 	}
 	seq := len(w.agents)
-	client, err := w.client(nodeTokenPrefix + name)
+	wire, err := w.client(nodeTokenPrefix + name)
 	if err != nil {
 		return err
+	}
+	var client kubernetes.Interface = wire
+	if !w.cfg.WireOnly {
+		client = direct{Interface: wire, api: w.api, user: nodeUser(name), calls: &w.directCalls}
 	}
 	ip := netip.AddrFrom4([4]byte{10, byte(seq >> 16), byte(seq >> 8), byte(seq)})
 	host := fakehost.New(fakehost.Machine(name, ip))

@@ -159,3 +159,25 @@ func TestRefreshOrderedByNode(t *testing.T) {
 		t.Errorf("heard (-want +got):\n%s", diff)
 	}
 }
+
+// TestDirectKeepsTheOutcome runs a scenario with the agents' renewals and
+// status patches made in process (direct.go) and with every request on the
+// wire: the timelines must match, and so must every Node, Lease and Pod.
+func TestDirectKeepsTheOutcome(t *testing.T) {
+	path := "testdata/stop-start.txt"
+	wire := replayWorld(t, path, Config{Seed: 5, WireOnly: true})
+	inProcess := replayWorld(t, path, Config{Seed: 5})
+	if n := wire.directCalls.Load(); n != 0 {
+		t.Fatalf("WireOnly made %d requests in process", n)
+	}
+	// 6 nodes renew every 10 s for 6 minutes, most of them all along.
+	if n := inProcess.directCalls.Load(); n < 100 {
+		t.Fatalf("only %d requests made in process: the direct path is not taken", n)
+	}
+	if diff := cmp.Diff(wire.Samples(), inProcess.Samples()); diff != "" {
+		t.Errorf("timeline (-wire +in process):\n%s", diff)
+	}
+	if diff := cmp.Diff(objects(t, wire), objects(t, inProcess)); diff != "" {
+		t.Errorf("objects (-wire +in process):\n%s", diff)
+	}
+}

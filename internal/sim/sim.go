@@ -8,7 +8,9 @@
 // and N real agents (lease renewal, node status, pod worker) on the fake
 // host and the fake runtime, all on one virtual clock (internal/sim/vclock).
 // Clients reach the API server through internal/sim/inproc, over HTTP
-// semantics but without sockets, each agent as its own node identity.
+// semantics but without sockets, each agent as its own node identity;
+// only the agents' Lease renewals and status patches skip the wire and
+// call the server's handling directly (direct.go).
 //
 // How time moves: every component's work is a timer on the virtual clock
 // whose callback calls the component's synchronous step (the same step its
@@ -43,6 +45,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +94,10 @@ type Config struct {
 	// Batch bounds how many agent callbacks one batch holds; 0 means
 	// maxBatch, and 1 runs every callback on its own.
 	Batch int
+	// WireOnly sends the agents' Lease renewals and status patches over
+	// the in-process HTTP transport, like every other request, instead of
+	// the direct path of direct.go. The outcome does not depend on it.
+	WireOnly bool
 }
 
 // World is one simulated cluster.
@@ -107,6 +114,9 @@ type World struct {
 	nlc      *nodelifecycle.Controller
 	evictor  *tainteviction.Controller
 	sched    *scheduler.Scheduler
+
+	// directCalls counts the agents' requests made in process (direct.go).
+	directCalls atomic.Int64
 
 	agents []*simAgent
 	byName map[string]*simAgent
@@ -708,9 +718,14 @@ func (identities) Authenticate(r *http.Request) (*auth.User, bool, error) {
 		return &auth.User{Name: "system:kube-controller-manager", Groups: []string{"system:masters", "system:authenticated"}}, true, nil
 	}
 	if node, ok := strings.CutPrefix(token, nodeTokenPrefix); ok && node != "" {
-		return &auth.User{Name: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}, true, nil
+		return nodeUser(node), true, nil
 	}
 	return nil, false, nil
+}
+
+// nodeUser is node's identity.
+func nodeUser(node string) *auth.User {
+	return &auth.User{Name: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
 }
 
 // client is a clientset acting as token, over the in-process transport,
