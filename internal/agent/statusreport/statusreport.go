@@ -34,6 +34,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"time"
 
@@ -221,8 +222,10 @@ func (s *Schedule) ReportDue() time.Time {
 func StatusPatch(original, updated *corev1.Node) ([]byte, error) {
 	// Only the two documents' differences reach the patch, so what is
 	// equal on both sides may be left out of both: the spec (the target
-	// keeps original's) and, when they match, the managed fields, which
-	// are the bulk of a Node's JSON.
+	// keeps original's) and, when they match, the managed fields (the
+	// bulk of a Node's JSON), the rest of the metadata and each status
+	// field but the conditions and addresses. A heartbeat then diffs the
+	// conditions alone.
 	base := *original
 	base.Spec = corev1.NodeSpec{}
 	// Only target's spec and addresses differ from updated's, and both are
@@ -232,6 +235,10 @@ func StatusPatch(original, updated *corev1.Node) ([]byte, error) {
 	if apiequality.Semantic.DeepEqual(base.ManagedFields, target.ManagedFields) {
 		base.ManagedFields, target.ManagedFields = nil, nil
 	}
+	if reflect.DeepEqual(base.ObjectMeta, target.ObjectMeta) {
+		base.ObjectMeta, target.ObjectMeta = metav1.ObjectMeta{}, metav1.ObjectMeta{}
+	}
+	dropEqualStatus(&base.Status, &target.Status)
 	oldJSON, err := json.Marshal(&base)
 	if err != nil {
 		return nil, fmt.Errorf("encoding node %q: %w", original.Name, err)
@@ -253,6 +260,39 @@ func StatusPatch(original, updated *corev1.Node) ([]byte, error) {
 		return patch, nil
 	}
 	return withReplacedAddresses(patch, updated.Status.Addresses)
+}
+
+// dropEqualStatus leaves out of a and b the status fields they share, all
+// but the conditions and addresses (which usually differ, and whose list
+// handling the caller owns). Equal means identical, so that equal fields
+// are equal JSON (semantic equality would take 1k and 1e3 for one
+// quantity). a and b are shallow copies: fields are replaced, never
+// changed in place.
+func dropEqualStatus(a, b *corev1.NodeStatus) {
+	if reflect.DeepEqual(a.Capacity, b.Capacity) {
+		a.Capacity, b.Capacity = nil, nil
+	}
+	if reflect.DeepEqual(a.Allocatable, b.Allocatable) {
+		a.Allocatable, b.Allocatable = nil, nil
+	}
+	if a.DaemonEndpoints == b.DaemonEndpoints {
+		a.DaemonEndpoints, b.DaemonEndpoints = corev1.NodeDaemonEndpoints{}, corev1.NodeDaemonEndpoints{}
+	}
+	if a.NodeInfo == b.NodeInfo {
+		a.NodeInfo, b.NodeInfo = corev1.NodeSystemInfo{}, corev1.NodeSystemInfo{}
+	}
+	if reflect.DeepEqual(a.Images, b.Images) {
+		a.Images, b.Images = nil, nil
+	}
+	if reflect.DeepEqual(a.VolumesInUse, b.VolumesInUse) {
+		a.VolumesInUse, b.VolumesInUse = nil, nil
+	}
+	if reflect.DeepEqual(a.VolumesAttached, b.VolumesAttached) {
+		a.VolumesAttached, b.VolumesAttached = nil, nil
+	}
+	if reflect.DeepEqual(a.RuntimeHandlers, b.RuntimeHandlers) {
+		a.RuntimeHandlers, b.RuntimeHandlers = nil, nil
+	}
 }
 
 // withReplacedAddresses sets status.addresses in patch to addresses

@@ -374,12 +374,36 @@ func TestStatusPatchIsTheWholeNodePatch(t *testing.T) {
 		{name: "pressure", change: func(n *corev1.Node) {
 			n.Status.Conditions[1] = cond(corev1.NodeMemoryPressure, corev1.ConditionTrue, t1, t1)
 		}},
+		{name: "capacity", change: func(n *corev1.Node) { n.Status.Capacity[corev1.ResourceMemory] = resource.MustParse("4Gi") }},
+		{name: "allocatable", change: func(n *corev1.Node) { delete(n.Status.Allocatable, corev1.ResourcePods) }},
+		// Equal quantities, different JSON: the patch must carry it.
+		{name: "quantity written otherwise", change: func(n *corev1.Node) { n.Status.Capacity[corev1.ResourceCPU] = resource.MustParse("2e0") }},
+		{name: "node info", change: func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = "v1.34.1" }},
+		{name: "daemon endpoints", change: func(n *corev1.Node) { n.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250 }},
+		{name: "images", change: func(n *corev1.Node) {
+			n.Status.Images = append(n.Status.Images, corev1.ContainerImage{Names: []string{"registry.k8s.io/pause:3.10"}, SizeBytes: 320000})
+		}},
+		{name: "volumes in use", change: func(n *corev1.Node) { n.Status.VolumesInUse = []corev1.UniqueVolumeName{"kubernetes.io/csi/vol-1"} }},
+		{name: "volumes attached", change: func(n *corev1.Node) {
+			n.Status.VolumesAttached = []corev1.AttachedVolume{{Name: "kubernetes.io/csi/vol-1", DevicePath: "/dev/sdb"}}
+		}},
+		{name: "runtime handlers", change: func(n *corev1.Node) { n.Status.RuntimeHandlers = nil }},
+		{name: "heartbeat and everything else", change: func(n *corev1.Node) {
+			n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(t1)
+			n.Status.Capacity = nil
+			n.Status.NodeInfo = corev1.NodeSystemInfo{}
+			n.Status.Images = n.Status.Images[:1]
+			n.Labels["extra"] = "yes"
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			original := node(baseStatus())
 			original.ManagedFields = managed("knode")
 			original.Annotations = map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
 			original.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+			original.Status.DaemonEndpoints.KubeletEndpoint.Port = 10255
+			original.Status.Images = []corev1.ContainerImage{{Names: []string{"busybox:1.36"}, SizeBytes: 4300000}, {Names: []string{"nginx:1.27"}, SizeBytes: 70000000}}
+			original.Status.RuntimeHandlers = []corev1.NodeRuntimeHandler{{Name: "runc"}}
 			updated := original.DeepCopy()
 			tc.change(updated)
 			got, err := StatusPatch(original, updated)
