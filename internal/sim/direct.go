@@ -24,7 +24,8 @@ import (
 // a renewal. So these two go to apiserver.Server.UpdateAs and PatchAs,
 // which authorize the node's identity and run the same admission, rules
 // and storage as the PUT and PATCH, and answer with the object and the
-// errors those would. Registration, reads and pod writes stay on the wire.
+// errors those would. Every other Node patch (registration's reconcile)
+// takes the same way; creates, reads and pod writes stay on the wire.
 
 // direct is a clientset whose Leases' Update and Nodes' Patch are made in
 // process.
