@@ -264,6 +264,27 @@ func TestWritesAsMatchHTTP(t *testing.T) {
 			t.Errorf("result has kind %v; client-go's typed results have none", kind)
 		}
 	})
+	t.Run("the server keeps neither the argument nor the result", func(t *testing.T) {
+		// The first update writes; the second changes nothing and so
+		// answers with the object the server already holds.
+		for _, seconds := range []int32{41, 41} {
+			l := renew("", seconds)
+			out, err := local.updateLease(ctx, false, "kube-node-lease", l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Spec.HolderIdentity = ptr.To("argument changed")
+			out.(*coordinationv1.Lease).Spec.HolderIdentity = ptr.To("result changed")
+			stored, err := localServer.API.Get(ctx, leasesGVR, "kube-node-lease", "n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := stored.(*coordinationv1.Lease).Spec
+			if *spec.HolderIdentity != "n1" || *spec.LeaseDurationSeconds != seconds {
+				t.Fatalf("stored lease holder %q, duration %d; want n1, %d", *spec.HolderIdentity, *spec.LeaseDurationSeconds, seconds)
+			}
+		}
+	})
 }
 
 // canonical is obj as JSON with its UID (random per server) left out.
