@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/go-logr/logr v1.4.4
+	github.com/godbus/dbus/v5 v5.2.4
 	github.com/google/gnostic-models v0.7.0
 	github.com/google/go-cmp v0.7.0
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822
