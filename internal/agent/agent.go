@@ -8,7 +8,9 @@
 // directly. Every wait goes through Config.Clock.
 //
 // With a Runtime it also runs the pods bound to its node (package pods).
-// Not here yet: graceful shutdown, swap and topology.
+// Graceful shutdown is package shutdown's: the caller builds its manager
+// over Pods() and hands the agent the manager's ShutdownStatus and Admit.
+// Not here yet: swap and topology.
 package agent
 
 import (
@@ -98,7 +100,16 @@ type Config struct {
 	Nodes NodeLister
 	// OnReady is called once, the first time the posted status says Ready.
 	OnReady func(*corev1.Node)
-	Logger  *slog.Logger
+	// ShutdownStatus, when set, is asked on every status pass; an error
+	// (the node is shutting down) turns Ready False with its message.
+	ShutdownStatus func() error
+	// PodAdmit, when set, is asked about every new pod before the
+	// worker's own admission (see pods.Config.Admit).
+	PodAdmit func(*corev1.Pod) *pods.Rejection
+	// StartEvents are recorded on the Node with Starting, each time the
+	// agent registers or adopts it.
+	StartEvents []nodestatus.Event
+	Logger      *slog.Logger
 }
 
 // NodeLister gets a Node by name from a cache; the object it returns is
@@ -171,6 +182,10 @@ type Agent struct {
 	nodes NodeLister
 	// quiet belongs to the status pass, like schedule (see quietPass).
 	quiet quietPass
+	// worker runs the pods; nil without a Runtime.
+	worker *pods.Worker
+	// postNow asks Run's status loop for a pass at once (KickStatus).
+	postNow chan struct{}
 
 	mu         sync.Mutex
 	registered bool
@@ -203,6 +218,16 @@ func New(cfg Config) (*Agent, error) {
 		setters:  nodestatus.Setters(cfg.Status),
 		schedule: statusreport.NewSchedule(cfg.NodeStatusReportFrequency, cfg.Rand),
 		nodes:    cfg.Nodes,
+		postNow:  make(chan struct{}, 1),
+	}
+	if cfg.Runtime != nil {
+		// The worker reads the Node through a.nodes, which Run may fill
+		// only later: the lister below looks it up at each call.
+		worker, err := pods.New(pods.Config{Client: cfg.Client, NodeName: cfg.NodeName, Nodes: agentNodes{a}, Runtime: cfg.Runtime, Clock: cfg.Clock, Admit: cfg.PodAdmit, Logger: a.log})
+		if err != nil {
+			return nil, err
+		}
+		a.worker = worker
 	}
 	renewer, err := lease.New(lease.Config{
 		Client:               cfg.Client,
@@ -221,6 +246,30 @@ func New(cfg Config) (*Agent, error) {
 
 // Lease is the agent's lease renewer.
 func (a *Agent) Lease() *lease.Renewer { return a.renewer }
+
+// Pods is the agent's pod worker, which Run runs; nil without a Runtime.
+func (a *Agent) Pods() *pods.Worker { return a.worker }
+
+// KickStatus asks Run for a status pass now rather than at the next tick
+// (the shutdown manager's way to turn Ready False at once). It never
+// blocks.
+func (a *Agent) KickStatus() {
+	select {
+	case a.postNow <- struct{}{}:
+	default:
+	}
+}
+
+// agentNodes reads the agent's Node from whatever cache the agent has
+// when asked.
+type agentNodes struct{ a *Agent }
+
+func (n agentNodes) Get(name string) (*corev1.Node, error) {
+	if n.a.nodes == nil {
+		return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
+	}
+	return n.a.nodes.Get(name)
+}
 
 // Stats returns the agent's counters.
 func (a *Agent) Stats() Stats {
@@ -256,11 +305,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.follow(ctx, cache)
 		}()
 	}
-	if a.cfg.Runtime != nil {
-		worker, err := pods.New(pods.Config{Client: a.cfg.Client, NodeName: a.cfg.NodeName, Nodes: a.nodes, Runtime: a.cfg.Runtime, Clock: a.cfg.Clock, Logger: a.log})
-		if err != nil {
-			return err
-		}
+	if worker := a.worker; worker != nil {
 		running.Add(1)
 		go func() {
 			defer running.Done()
@@ -280,6 +325,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C():
+		case <-a.postNow:
 		}
 	}
 }
@@ -318,7 +364,7 @@ func (a *Agent) TryRegister(ctx context.Context) (bool, error) {
 	if err == nil {
 		a.markRegistered()
 		a.log.Info("successfully registered node")
-		a.recordEvents(ctx, []nodestatus.Event{{Type: corev1.EventTypeNormal, Reason: "Starting", Message: "Starting kubelet."}})
+		a.recordEvents(ctx, a.startEvents())
 		a.recordEvents(ctx, nodestatus.Events(a.cfg.NodeName, nil, &created.Status))
 		a.schedule.Posted(now, true)
 		a.noteReady(created)
@@ -343,8 +389,19 @@ func (a *Agent) TryRegister(ctx context.Context) (bool, error) {
 	}
 	a.markRegistered()
 	a.log.Info("node already exists; adopted it", "reconciled", changed)
-	a.recordEvents(ctx, []nodestatus.Event{{Type: corev1.EventTypeNormal, Reason: "Starting", Message: "Starting kubelet."}})
+	a.recordEvents(ctx, a.startEvents())
 	return true, nil
+}
+
+// startEvents are the events of a registration: Starting, then the
+// configured ones.
+func (a *Agent) startEvents() []nodestatus.Event {
+	return append([]nodestatus.Event{{Type: corev1.EventTypeNormal, Reason: "Starting", Message: "Starting kubelet."}}, a.cfg.StartEvents...)
+}
+
+// RecordEvent records one event about the Node.
+func (a *Agent) RecordEvent(ctx context.Context, eventType, reason, message string) {
+	a.recordEvents(ctx, []nodestatus.Event{{Type: eventType, Reason: reason, Message: message}})
 }
 
 func (a *Agent) markRegistered() {
@@ -453,7 +510,18 @@ func (a *Agent) snapshot() host.Facts {
 }
 
 func (a *Agent) applySetters(node *corev1.Node, facts host.Facts, now time.Time) error {
-	return nodestatus.Apply(a.setters, node, nodestatus.Facts{Host: facts}, now)
+	return nodestatus.Apply(a.setters, node, nodestatus.Facts{Host: facts, ReadyErrors: a.readyErrors()}, now)
+}
+
+// readyErrors are the agent's own reasons not to be Ready.
+func (a *Agent) readyErrors() []error {
+	if a.cfg.ShutdownStatus == nil {
+		return nil
+	}
+	if err := a.cfg.ShutdownStatus(); err != nil {
+		return []error{err}
+	}
+	return nil
 }
 
 // quietPass is what the last status pass started from when it found
@@ -467,12 +535,14 @@ func (a *Agent) applySetters(node *corev1.Node, facts host.Facts, now time.Time)
 type quietPass struct {
 	resourceVersion string
 	facts           host.Facts
+	// shuttingDown is whether the node was shutting down (ShutdownStatus).
+	shuttingDown bool
 }
 
 // holds reports whether a pass from node and facts would find nothing to
 // post, as the remembered one did.
-func (q quietPass) holds(node *corev1.Node, facts host.Facts) bool {
-	return q.resourceVersion != "" && q.resourceVersion == node.ResourceVersion && q.facts.Equal(facts)
+func (q quietPass) holds(node *corev1.Node, facts host.Facts, shuttingDown bool) bool {
+	return q.resourceVersion != "" && q.resourceVersion == node.ResourceVersion && q.facts.Equal(facts) && q.shuttingDown == shuttingDown
 }
 
 // nodeStatusUpdateRetry is how many times a status pass tries before it
@@ -518,7 +588,8 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 		return fmt.Errorf("error getting node %q: %w", a.cfg.NodeName, err)
 	}
 	facts := a.snapshot()
-	if a.quiet.holds(node, facts) && !a.schedule.Due(false, now) {
+	shuttingDown := len(a.readyErrors()) > 0
+	if a.quiet.holds(node, facts, shuttingDown) && !a.schedule.Due(false, now) {
 		a.mu.Lock()
 		a.stats.QuietPasses++
 		a.mu.Unlock()
@@ -534,7 +605,7 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	changed := statusreport.Changed(&node.Status, &updated.Status)
 	if !a.schedule.Due(changed, now) {
 		if !changed && setErr == nil {
-			a.quiet = quietPass{resourceVersion: node.ResourceVersion, facts: facts}
+			a.quiet = quietPass{resourceVersion: node.ResourceVersion, facts: facts, shuttingDown: shuttingDown}
 		}
 		return nil
 	}

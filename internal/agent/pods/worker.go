@@ -30,7 +30,9 @@
 //
 // The caller builds the Runtime and passes the node's allocatable (or
 // leaves it to be read from the Node). The worker does not register the
-// Node, evict pods under pressure, or shut pods down with the node.
+// Node or evict pods under pressure. For a node shutdown it stops the pods
+// the shutdown manager names (Terminate) and writes their final status;
+// the order and the timing are the manager's.
 package pods
 
 import (
@@ -38,8 +40,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -93,7 +93,11 @@ type Config struct {
 	// ResyncPeriod is Run's longest wait between passes; zero means
 	// DefaultResyncPeriod.
 	ResyncPeriod time.Duration
-	Logger       *slog.Logger
+	// Admit, when set, is asked first about every new pod; a Rejection
+	// rejects it as Admit's own would (the node shutdown manager rejects
+	// pods while the node shuts down).
+	Admit  func(*corev1.Pod) *Rejection
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() error {
@@ -137,10 +141,14 @@ type Worker struct {
 	// last is the latest copy seen of each pod the runtime holds, for
 	// the grace period of one that disappears from the API.
 	last map[types.UID]*corev1.Pod
+	// wake asks Run for a pass (Kick).
+	wake chan struct{}
 
 	mu     sync.Mutex
 	stats  Stats
 	events int64
+	// terms are the pods Terminate was called for, by uid.
+	terms map[types.UID]*termination
 }
 
 // Stats counts the worker's writes.
@@ -161,6 +169,8 @@ func New(cfg Config) (*Worker, error) {
 		pods:     cfg.Pods,
 		admitted: map[types.UID]bool{},
 		last:     map[types.UID]*corev1.Pod{},
+		wake:     make(chan struct{}, 1),
+		terms:    map[types.UID]*termination{},
 	}, nil
 }
 
@@ -199,12 +209,7 @@ func (w *Worker) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
+	sortByCreation(pods)
 	allocatable := node.Status.Allocatable
 	if w.cfg.Allocatable != nil {
 		allocatable = w.cfg.Allocatable()
@@ -233,6 +238,7 @@ func (w *Worker) Sync(ctx context.Context) error {
 			}
 		}
 	}
+	w.forgetTerminations(seen)
 	for uid := range w.admitted {
 		if !seen[uid] {
 			if _, err := w.cfg.Runtime.PodStatus(uid); err != nil {
@@ -295,6 +301,9 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 	if known {
 		w.last[pod.UID] = pod
 	}
+	if t := w.terminationOf(pod.UID); t != nil && pod.DeletionTimestamp == nil && !terminal(pod.Status.Phase) {
+		return w.syncTerminating(ctx, ps, pod, t, known)
+	}
 	switch {
 	case pod.DeletionTimestamp != nil:
 		return w.syncDeleting(ctx, ps, pod, known)
@@ -305,7 +314,14 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 		}
 		return nil
 	case !w.admitted[pod.UID]:
-		if rej := Admit(pod, ps.node, ps.allocatable, ps.active); rej != nil {
+		rej := (*Rejection)(nil)
+		if w.cfg.Admit != nil {
+			rej = w.cfg.Admit(pod)
+		}
+		if rej == nil {
+			rej = Admit(pod, ps.node, ps.allocatable, ps.active)
+		}
+		if rej != nil {
 			return w.reject(ctx, ps, pod, rej)
 		}
 		w.admitted[pod.UID] = true
@@ -431,20 +447,27 @@ func (w *Worker) reject(ctx context.Context, ps *pass, pod *corev1.Pod, rej *Rej
 // writeStatus writes st through pods/status unless the pod already has it.
 // A pod that is gone is not an error.
 func (w *Worker) writeStatus(ctx context.Context, pod *corev1.Pod, st corev1.PodStatus) error {
+	_, err := w.writeFinalStatus(ctx, pod, st)
+	return err
+}
+
+// writeFinalStatus is writeStatus that also says whether the pod was gone
+// (nothing written).
+func (w *Worker) writeFinalStatus(ctx context.Context, pod *corev1.Pod, st corev1.PodStatus) (gone bool, err error) {
 	if equality.Semantic.DeepEqual(pod.Status, st) {
-		return nil
+		return false, nil
 	}
 	updated := pod.DeepCopy()
 	updated.Status = st
-	_, err := w.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	_, err = w.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return true, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	w.count(func(s *Stats) { s.StatusUpdates++ })
-	return nil
+	return false, nil
 }
 
 // recordEvent writes an event about pod from the kubelet source; failures
@@ -523,6 +546,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-ticker.C():
 		case <-kick:
+		case <-w.wake:
 		case <-w.cfg.Runtime.Changes():
 		case <-due:
 		}
