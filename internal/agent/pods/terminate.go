@@ -40,7 +40,9 @@ type termination struct {
 
 // Terminate asks the worker to stop pod within grace, then to write its
 // final status as BuildStatus makes it for a pod that is done, changed by
-// final (which must not keep the pointer). It returns at once; the work
+// final (which must not keep the pointer). The status final is given
+// holds the phase the pod had on the server when it was stopped; final
+// sets the phase to report. It returns at once; the work
 // happens in the worker's passes, which it wakes. Calling it again for the
 // same pod can only shorten the grace. A pod that is being deleted is left
 // to its deletion.
@@ -142,6 +144,9 @@ func (w *Worker) syncTerminating(ctx context.Context, ps *pass, pod *corev1.Pod,
 	}
 	w.mu.Unlock()
 	st := BuildStatus(pod, rs, ps.hostIPs, true, ps.now)
+	// final decides the phase from the one the pod had when it was
+	// stopped, not from how its containers ended.
+	st.Phase = pod.Status.Phase
 	t.final(&st)
 	gone, err := w.writeFinalStatus(ctx, pod, st)
 	if err != nil {

@@ -51,6 +51,13 @@ type slot struct {
 // NewPlan builds the plan of pod at now: the first container(s) are due at
 // once.
 func NewPlan(pod *corev1.Pod, now time.Time, cfg BackoffConfig) *Plan {
+	p := newPlan(pod, cfg)
+	p.schedule(now)
+	return p
+}
+
+// newPlan is pod's plan with nothing scheduled yet.
+func newPlan(pod *corev1.Pod, cfg BackoffConfig) *Plan {
 	cfg = cfg.withDefaults()
 	p := &Plan{
 		uid:       pod.UID,
@@ -77,7 +84,6 @@ func NewPlan(pod *corev1.Pod, now time.Time, cfg BackoffConfig) *Plan {
 		s.status = ContainerStatus{Name: c.Name, State: waiting(firstReason, "")}
 		p.slots = append(p.slots, s)
 	}
-	p.schedule(now)
 	return p
 }
 
@@ -279,4 +285,110 @@ func (p *Plan) Status() PodStatus {
 		}
 	}
 	return st
+}
+
+// ContainerRecord is what a runtime keeps of one container's lifecycle so
+// that a later agent can rebuild the plan (RestorePlan). The zero value is a
+// container that never started. A config error is not recorded: the runtime
+// finds it again when it tries to start the container.
+type ContainerRecord struct {
+	// Started: the container ran, or failed to start, at least once.
+	Started bool
+	// ID and RestartCount are the status's.
+	ID           string
+	RestartCount int32
+	// StartedAt is when the last run started.
+	StartedAt time.Time
+	// Exit is how the last run ended; nil while it runs.
+	Exit *corev1.ContainerStateTerminated
+	// LastTermination is the status's LastTerminationState while the last
+	// run runs or has just ended; nil when there is none or while the
+	// container waits in back-off (Exit is then the one to show).
+	LastTermination *corev1.ContainerStateTerminated
+	// BackoffDelay and LastRestart are the restart back-off's state: the
+	// current delay and when the container last restarted (zero: never).
+	BackoffDelay time.Duration
+	LastRestart  time.Time
+}
+
+// Record is container i's record; the caller owns it.
+func (p *Plan) Record(i int) ContainerRecord {
+	s := p.slots[i]
+	if !s.everStarted {
+		return ContainerRecord{}
+	}
+	rec := ContainerRecord{
+		Started:      true,
+		ID:           s.status.ID,
+		RestartCount: s.status.RestartCount,
+		BackoffDelay: s.backoff.delay,
+		LastRestart:  s.backoff.lastRestart,
+	}
+	last := s.status.LastTerminationState.Terminated.DeepCopy()
+	switch st := s.status.State; {
+	case st.Running != nil:
+		rec.StartedAt = st.Running.StartedAt.Time
+		rec.LastTermination = last
+	case st.Terminated != nil:
+		rec.StartedAt = st.Terminated.StartedAt.Time
+		rec.Exit = st.Terminated.DeepCopy()
+		rec.LastTermination = last
+	case last != nil: // waiting in back-off: the run that ended is last
+		rec.StartedAt = last.StartedAt.Time
+		rec.Exit = last
+	default:
+		// Started once but now waits with a config error, which is not
+		// recorded: restored, it is tried again.
+		return ContainerRecord{}
+	}
+	return rec
+}
+
+// RestorePlan rebuilds, at now, the plan of pod from records: one per
+// container in Plan order, as Record returned them before an agent
+// restart. A container recorded running runs in the new plan, and the
+// runtime reports its exit as usual. A container whose last run ended is
+// replayed as having exited when it finished, so its restart is due as the
+// restart policy and back-off say (often at once). Containers that never
+// started are scheduled as NewPlan does. stopping restores a stopping pod:
+// nothing starts or restarts. It fails when records do not fit the pod.
+func RestorePlan(pod *corev1.Pod, records []ContainerRecord, stopping bool, now time.Time, cfg BackoffConfig) (*Plan, error) {
+	p := newPlan(pod, cfg)
+	if len(records) != len(p.slots) {
+		return nil, fmt.Errorf("restoring pod %s: %d container records for %d containers", pod.UID, len(records), len(p.slots))
+	}
+	p.stopping = stopping
+	var ended []int
+	for i, rec := range records {
+		if !rec.Started {
+			continue
+		}
+		s := p.slots[i]
+		if rec.StartedAt.IsZero() {
+			return nil, fmt.Errorf("restoring pod %s: container %s: a started container's record needs StartedAt", pod.UID, s.spec.Name)
+		}
+		s.everStarted = true
+		s.status.ID = rec.ID
+		s.status.RestartCount = rec.RestartCount
+		s.backoff.delay = rec.BackoffDelay
+		s.backoff.lastRestart = rec.LastRestart
+		s.status.LastTerminationState = corev1.ContainerState{}
+		if rec.LastTermination != nil {
+			s.status.LastTerminationState.Terminated = rec.LastTermination.DeepCopy()
+		}
+		s.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(rec.StartedAt)}}
+		if rec.Exit != nil {
+			ended = append(ended, i)
+		}
+	}
+	for _, i := range ended {
+		e := records[i].Exit
+		finished := e.FinishedAt.Time
+		if finished.IsZero() {
+			finished = now
+		}
+		p.Exited(i, e.ExitCode, e.Reason, e.Message, finished)
+	}
+	p.schedule(now)
+	return p, nil
 }

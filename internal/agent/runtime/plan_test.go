@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -245,5 +246,256 @@ func TestPodStatusStopped(t *testing.T) {
 				t.Errorf("Stopped = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// restored is p rebuilt by RestorePlan from its records at now.
+func restored(t *testing.T, pod *corev1.Pod, p *Plan, now time.Time) *Plan {
+	t.Helper()
+	records := make([]ContainerRecord, p.Len())
+	for i := range records {
+		records[i] = p.Record(i)
+	}
+	q, err := RestorePlan(pod, records, p.Stopping(), now, BackoffConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// samePlans fails unless a and b report and schedule the same at now.
+func samePlans(t *testing.T, what string, a, b *Plan, now time.Time) {
+	t.Helper()
+	if diff := cmp.Diff(a.Status(), b.Status()); diff != "" {
+		t.Errorf("%s: status (-original +restored):\n%s", what, diff)
+	}
+	if diff := cmp.Diff(a.Due(now), b.Due(now)); diff != "" {
+		t.Errorf("%s: Due (-original +restored):\n%s", what, diff)
+	}
+	an, aok := a.NextDue()
+	bn, bok := b.NextDue()
+	if aok != bok || !an.Equal(bn) {
+		t.Errorf("%s: NextDue = %v %v, restored %v %v", what, an, aok, bn, bok)
+	}
+}
+
+func TestRestorePlanRoundTrip(t *testing.T) {
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	initPod := podWith(corev1.RestartPolicyAlways, []corev1.Container{
+		{Name: "setup", Image: "img"},
+		{Name: "proxy", Image: "img", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)},
+	}, "app")
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		// history happens before the agent restart, at times up to now.
+		history func(p *Plan)
+		now     time.Time
+		// after happens to both plans after the restore.
+		after func(p *Plan)
+	}{
+		{name: "never started", history: func(*Plan) {}, now: t0},
+		{name: "running", history: func(p *Plan) { p.Started(0, "r0", sec(1)) }, now: sec(60)},
+		{
+			name: "running after a restart keeps count and last state",
+			history: func(p *Plan) {
+				p.Started(0, "r0", sec(0))
+				p.Exited(0, 1, ReasonError, "", sec(1))
+				p.Started(0, "r1", sec(1))
+			},
+			now: sec(60),
+		},
+		{
+			name: "restart due at once after the first crash",
+			history: func(p *Plan) {
+				p.Started(0, "r0", sec(0))
+				p.Exited(0, 2, ReasonError, "", sec(5))
+			},
+			now: sec(5),
+		},
+		{
+			name: "in back-off, restored before it ends",
+			history: func(p *Plan) {
+				p.Started(0, "r0", sec(0))
+				p.Exited(0, 1, ReasonError, "", sec(1))
+				p.Started(0, "r1", sec(1))
+				p.Exited(0, 1, ReasonError, "", sec(2))
+			},
+			now: sec(7),
+		},
+		{
+			name: "in back-off, restored after it ended",
+			history: func(p *Plan) {
+				p.Started(0, "r0", sec(0))
+				p.Exited(0, 1, ReasonError, "", sec(1))
+				p.Started(0, "r1", sec(1))
+				p.Exited(0, 1, ReasonError, "", sec(2))
+			},
+			now: sec(3600),
+		},
+		{
+			name: "back-off carries over: the next crash waits 20 s",
+			history: func(p *Plan) {
+				p.Started(0, "r0", sec(0))
+				p.Exited(0, 1, ReasonError, "", sec(1))
+				p.Started(0, "r1", sec(1))
+				p.Exited(0, 1, ReasonError, "", sec(2))
+				p.Started(0, "r2", sec(12))
+			},
+			now:   sec(13),
+			after: func(p *Plan) { p.Exited(0, 1, ReasonError, "", sec(13)) },
+		},
+		{
+			name:    "completed under Never",
+			pod:     podWith(corev1.RestartPolicyNever, nil, "app"),
+			history: func(p *Plan) { p.Started(0, "r0", sec(0)); p.Exited(0, 0, ReasonCompleted, "", sec(1)) },
+			now:     sec(60),
+		},
+		{
+			name:    "start failed",
+			history: func(p *Plan) { p.StartFailed(0, "no such file", sec(1)) },
+			now:     sec(1),
+		},
+		{
+			name:    "init container running",
+			pod:     initPod,
+			history: func(p *Plan) { p.Started(0, "s0", sec(0)) },
+			now:     sec(1),
+			after:   func(p *Plan) { p.Exited(0, 0, ReasonCompleted, "", sec(2)) },
+		},
+		{
+			name: "init done, sidecar and app running",
+			pod:  initPod,
+			history: func(p *Plan) {
+				p.Started(0, "s0", sec(0))
+				p.Exited(0, 0, ReasonCompleted, "", sec(1))
+				p.Started(1, "p0", sec(1))
+				p.Started(2, "a0", sec(1))
+			},
+			now: sec(2),
+		},
+		{
+			name:    "stopping with a running container",
+			history: func(p *Plan) { p.Started(0, "r0", sec(0)); p.Stop() },
+			now:     sec(1),
+			after:   func(p *Plan) { p.Exited(0, 143, ReasonError, "", sec(2)) },
+		},
+		{
+			name:    "stopped after its container exited",
+			history: func(p *Plan) { p.Started(0, "r0", sec(0)); p.Stop(); p.Exited(0, 137, ReasonError, "", sec(1)) },
+			now:     sec(2),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := tt.pod
+			if pod == nil {
+				pod = podWith(corev1.RestartPolicyAlways, nil, "app")
+			}
+			a := NewPlan(pod, t0, BackoffConfig{})
+			tt.history(a)
+			b := restored(t, pod, a, tt.now)
+			samePlans(t, "restored", a, b, tt.now)
+			if tt.after != nil {
+				tt.after(a)
+				tt.after(b)
+				samePlans(t, "after the restore", a, b, tt.now)
+			}
+		})
+	}
+}
+
+func TestRestorePlan(t *testing.T) {
+	pod := podWith(corev1.RestartPolicyAlways, nil, "app", "side")
+	running := ContainerRecord{Started: true, ID: "r3", RestartCount: 3, StartedAt: t0}
+	tests := []struct {
+		name    string
+		records []ContainerRecord
+		now     time.Time
+		want    []string
+		wantDue []int
+		wantErr string
+	}{
+		{
+			name:    "a container that never started starts",
+			records: []ContainerRecord{running, {}},
+			now:     t0,
+			want:    []string{"app=running/3", "side=waiting:ContainerCreating/0"},
+			wantDue: []int{1},
+		},
+		{
+			name: "an exit in back-off whose wait passed before the restore is due at once",
+			records: []ContainerRecord{running, {
+				Started: true, ID: "s1", RestartCount: 1, StartedAt: t0,
+				Exit:         &corev1.ContainerStateTerminated{ExitCode: 137, Reason: ReasonContainerStatusUnknown, FinishedAt: metav1.NewTime(t0.Add(time.Minute))},
+				BackoffDelay: 10 * time.Second, LastRestart: t0,
+			}},
+			now:     t0.Add(time.Minute + 10*time.Second),
+			want:    []string{"app=running/3", "side=waiting:CrashLoopBackOff/1"},
+			wantDue: []int{1},
+		},
+		{
+			name: "an exit in back-off still waits when restored early",
+			records: []ContainerRecord{running, {
+				Started: true, ID: "s1", RestartCount: 1, StartedAt: t0,
+				Exit:         &corev1.ContainerStateTerminated{ExitCode: 137, Reason: ReasonContainerStatusUnknown, FinishedAt: metav1.NewTime(t0.Add(time.Minute))},
+				BackoffDelay: 10 * time.Second, LastRestart: t0,
+			}},
+			now:  t0.Add(time.Minute + 10*time.Second - time.Nanosecond),
+			want: []string{"app=running/3", "side=waiting:CrashLoopBackOff/1"},
+		},
+		{
+			name: "an exit long after the last restart restarts at once, back-off expired",
+			records: []ContainerRecord{running, {
+				Started: true, ID: "s1", RestartCount: 1, StartedAt: t0,
+				Exit:         &corev1.ContainerStateTerminated{ExitCode: 137, Reason: ReasonContainerStatusUnknown, FinishedAt: metav1.NewTime(t0.Add(time.Hour))},
+				BackoffDelay: 10 * time.Second, LastRestart: t0,
+			}},
+			now:     t0.Add(time.Hour),
+			want:    []string{"app=running/3", "side=terminated:ContainerStatusUnknown/1"},
+			wantDue: []int{1},
+		},
+		{
+			name:    "too few records",
+			records: []ContainerRecord{running},
+			wantErr: "restoring pod u1: 1 container records for 2 containers",
+		},
+		{
+			name:    "a started record without a start time",
+			records: []ContainerRecord{{Started: true, ID: "x"}, {}},
+			wantErr: "restoring pod u1: container app: a started container's record needs StartedAt",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := RestorePlan(pod, tt.records, false, tt.now, BackoffConfig{})
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range p.Status().Containers {
+				got = append(got, fmt.Sprintf("%s=%s/%d", c.Name, describe(c), c.RestartCount))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("states (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantDue, p.Due(tt.now)); diff != "" {
+				t.Errorf("Due (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRecordLeavesConfigErrorsOut(t *testing.T) {
+	p := NewPlan(podWith(corev1.RestartPolicyAlways, nil, "app"), t0, BackoffConfig{})
+	p.ConfigError(0, "spec.containers[0].command: Required value")
+	if diff := cmp.Diff(ContainerRecord{}, p.Record(0)); diff != "" {
+		t.Errorf("record of a config error (-want +got):\n%s", diff)
 	}
 }

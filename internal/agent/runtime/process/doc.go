@@ -19,28 +19,82 @@
 //
 // Files: a pod lives in <root>/pods/<uid>/; container c runs in
 // <root>/pods/<uid>/<c>/ unless it sets workingDir, writes stdout and
-// stderr together to <n>.log there (n is its restart count; the previous
-// run's log is kept, older ones removed) and records its pid in pid.
+// stderr together to <n>.log there (n counts the processes it started,
+// from 0; the previous run's log is kept, older ones removed), and the
+// runtime records its pid and start time in pid and its state in
+// state.json there (see Agent restarts).
 //
 // Processes: each container is the leader of its own process group. Stop
 // sends SIGTERM to the group, then SIGKILL to it when the grace period has
 // passed on the injected clock. When a container's main process exits, the
 // rest of its group is killed, as a PID namespace would. Every process
-// started is reaped.
+// started is reaped (an adopted one by whoever is its parent now).
 //
 // Limits: when /sys/fs/cgroup is a writable cgroup2 tree with the cpu and
 // memory controllers, each run gets a cgroup
 // <cgroup root>/knode/pod<uid>/<c>-<n> with cpu.max (from limits.cpu),
 // cpu.weight (from requests.cpu) and memory.max (from limits.memory), and a
 // run killed by the OOM killer reports OOMKilled. Otherwise limits are off,
-// which New logs.
+// which New logs. An adopted container keeps its cgroup while this runtime
+// has cgroups on.
 //
-// Agent restarts: pods are not adopted. New kills any container a previous
-// agent left (found by its pid file, checked against the process's start
-// time) and removes the old pod directories; the pod worker then starts the
-// pods again, with restart counts from zero. When the agent exits, its
-// containers keep running until the next agent starts (KillAll stops them
-// at once).
+// Agent restarts: containers outlive the agent, and the next agent adopts
+// them, as a restarted kubelet finds its containers in the CRI. Nothing in
+// the runtime stops a container when the agent exits: only StopPod (a
+// deleted pod, a node shutdown) does; KillAll is for tests. To that end the
+// runtime keeps, beside the logs and pid files:
+//
+//   - <root>/pods/runtime.owner: a token naming the newest Runtime over the
+//     directory. A Runtime that finds another's token there (an older one
+//     in the same process, in tests) leaves its containers' exits and
+//     restarts to the newer one.
+//   - <root>/pods/<uid>/pod.json: the pod StartPod was given, as JSON.
+//   - <root>/pods/<uid>/stopping.flag: present once StopPod was called, so
+//     that nothing restarts after the agent restarts.
+//   - <root>/pods/<uid>/<c>/state.json (in the container's default working
+//     directory: it must not write pid or state.json there), written
+//     atomically (a temporary file renamed over it) each time the container
+//     starts, fails to start or exits. It is one JSON object: version (1, the
+//     only one read), runs (processes started: the next one logs to
+//     <runs>.log), pid and cgroup of the running process, containerID,
+//     restartCount, startedAt (the last run's start), exit (the last run's
+//     end: exitCode, reason, message, startedAt, finishedAt, containerID;
+//     absent while it runs), lastTermination (the same shape), backoffDelay
+//     (nanoseconds) and lastRestart. Times are RFC 3339 with nanoseconds.
+//
+// The pid file is written before the state file when a run starts, and
+// removed after it when the run ends, so that an agent killed in between
+// leaves a process its successor can find.
+//
+// New reads every pod directory. A pod whose pod.json is missing or
+// malformed, or one of whose state.json files is malformed (or of another
+// version), is handled as before adoption existed, and New logs why: the
+// processes its pid files name (checked against the process's start time)
+// are killed, its cgroups and directory removed, and the pod worker starts
+// the pod afresh. Every other pod is held again at once, under the same uid,
+// with its container IDs, restart counts, start times, last termination
+// states, back-off and log numbering, so PodStatus and ListPods report it
+// and StartPod of it is a no-op. A container without a state.json never
+// started. For each container whose state says it runs:
+//
+//   - if its pid file names the process the state names, with the start
+//     time recorded, the process is adopted: it keeps running and writing
+//     to its log, and StopPod, RemovePod, KillAll and Changes treat it as
+//     any other. As it is not the agent's child, it is watched through a
+//     pidfd (Linux 5.3+; where none can be opened, the process is killed
+//     and reported as below). When it exits, the rest of its process
+//     group (or cgroup) is killed, and the run is reported Terminated with
+//     reason ContainerStatusUnknown and exit code 137 (ExitCodeUnknown),
+//     since only a process's parent can read its exit status; OOMKilled
+//     when its cgroup saw the OOM killer. The restart policy counts it a
+//     failure. This holds for an adopted container stopped by StopPod too.
+//   - otherwise (no such process, or a pid reused by a later process) the
+//     run is reported the same way, at New, with a message saying it ended
+//     while no agent ran; a process the state does not account for but the
+//     pid file names is killed.
+//
+// Runs that ended are replayed into the plan (runtime.RestorePlan), which
+// then restarts them as the restart policy and back-off say.
 //
 // Not here: probes, lifecycle hooks, volumes, users and security contexts,
 // images, networking (pods use the host network), resourceFieldRef.

@@ -4,6 +4,7 @@ package process
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +58,8 @@ type Runtime struct {
 	podsDir string
 	cg      *cgroups // nil: no limits
 	changes chan struct{}
+	// owner is this Runtime's token in <podsDir>/runtime.owner.
+	owner string
 
 	mu   sync.Mutex
 	pods map[types.UID]*pod
@@ -84,9 +87,10 @@ type proc struct {
 	cgroup string
 }
 
-// New builds the runtime. Processes that a previous agent left running
-// under RootDir are killed and their pods' directories removed: the pod
-// worker starts those pods again (restart counts start over).
+// New builds the runtime. It adopts the pods a previous Runtime left under
+// RootDir, with their running containers, and discards those whose files
+// cannot be read (see the package doc). From then on the previous Runtime,
+// if it is still alive in this process, leaves those pods alone.
 func New(cfg Config) (*Runtime, error) {
 	if cfg.RootDir == "" {
 		return nil, errors.New("process runtime: Config.RootDir is required")
@@ -119,6 +123,14 @@ func New(cfg Config) (*Runtime, error) {
 	if err := os.MkdirAll(r.podsDir, 0o750); err != nil {
 		return nil, fmt.Errorf("process runtime: %w", err)
 	}
+	owner, err := newOwnerToken()
+	if err == nil {
+		err = writeAtomic(filepath.Join(r.podsDir, ownerFile), []byte(owner))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("process runtime: %w", err)
+	}
+	r.owner = owner
 	if cfg.DisableCgroups {
 		r.log.Info("cgroup limits are off by configuration")
 	} else if cg, err := newCgroups(cfg.CgroupRoot, cfg.CgroupParent, !cfg.plainCgroups); err != nil {
@@ -127,37 +139,8 @@ func New(cfg Config) (*Runtime, error) {
 		r.cg = cg
 		r.log.Info("cgroup v2 limits are on", "dir", filepath.Join(cfg.CgroupRoot, cfg.CgroupParent))
 	}
-	r.cleanup()
+	r.restore()
 	return r, nil
-}
-
-// cleanup kills what a previous agent left and removes its pods' files.
-func (r *Runtime) cleanup() {
-	entries, err := os.ReadDir(r.podsDir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(r.podsDir, e.Name())
-		pidFiles, _ := filepath.Glob(filepath.Join(dir, "*", "pid"))
-		for _, f := range pidFiles {
-			pid, start, ok := readPidFile(f)
-			if !ok || !sameProcess(pid, start) {
-				continue
-			}
-			r.log.Info("killing a container left by a previous agent", "pod", e.Name(), "pid", pid)
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-		if r.cg != nil {
-			_ = r.cg.removePod(e.Name())
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			r.log.Warn("removing a previous agent's pod directory failed", "dir", dir, "err", err)
-		}
-	}
 }
 
 // StartPod implements runtime.Runtime.
@@ -173,6 +156,13 @@ func (r *Runtime) StartPod(_ context.Context, in *corev1.Pod) error {
 	dir := filepath.Join(r.podsDir, string(in.UID))
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("process runtime: %w", err)
+	}
+	data, err := json.Marshal(in)
+	if err == nil {
+		err = writeAtomic(filepath.Join(dir, podFile), data)
+	}
+	if err != nil {
+		return fmt.Errorf("process runtime: keeping pod %s: %w", in.UID, err)
 	}
 	now := r.cfg.Clock.Now()
 	p := &pod{
@@ -219,6 +209,9 @@ func (r *Runtime) advance(p *pod) {
 			return
 		case <-timer.C():
 		}
+		if r.superseded() {
+			return
+		}
 		r.mu.Lock()
 		if p.cancelRestart == cancel {
 			p.cancelRestart = nil
@@ -238,7 +231,7 @@ func containerPath(p *pod, i int) *field.Path {
 	return field.NewPath("spec", "containers").Index(i - n)
 }
 
-// start starts container i. Called with r.mu held.
+// start starts container i and records its state. Called with r.mu held.
 func (r *Runtime) start(p *pod, i int, now time.Time) {
 	c, _ := p.plan.Container(i)
 	cmd, err := buildCommand(p.spec, c, containerPath(p, i), r.cfg.Path)
@@ -251,6 +244,12 @@ func (r *Runtime) start(p *pod, i int, now time.Time) {
 		p.plan.StartFailed(i, err.Error(), now)
 		return
 	}
+	started := false
+	defer func() {
+		if !started {
+			r.save(p, i)
+		}
+	}()
 	workDir := c.WorkingDir
 	if workDir == "" {
 		workDir = dir
@@ -305,25 +304,37 @@ func (r *Runtime) start(p *pod, i int, now time.Time) {
 		p.plan.StartFailed(i, err.Error(), now)
 		return
 	}
+	started = true
 	pid := ex.Process.Pid
 	p.plan.Started(i, fmt.Sprintf("process://%s/%s/%d", p.uid, c.Name, run), now)
 	p.procs[i] = &proc{pid: pid, cgroup: cgroupDir}
+	// The pid file first, then the state: an agent that dies in between
+	// leaves a process the next one finds and kills, not one it loses.
 	if start, ok := processStart(pid); ok {
-		_ = os.WriteFile(filepath.Join(dir, "pid"), []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o640)
+		_ = os.WriteFile(filepath.Join(dir, pidFile), []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o640)
 	}
+	r.save(p, i)
 	go r.wait(p, i, ex, p.procs[i])
+}
+
+// save writes container i's state file. Called with r.mu held.
+func (r *Runtime) save(p *pod, i int) {
+	c, _ := p.plan.Container(i)
+	st := newContainerState(p.plan.Record(i), p.runs[i], p.procs[i])
+	if err := writeState(filepath.Join(p.dir, c.Name, stateFile), st); err != nil {
+		r.log.Warn("writing a container's state failed; a restarted agent will not adopt its pod", "pod", p.uid, "container", c.Name, "err", err)
+	}
 }
 
 // wait reaps one container process, kills what is left of its process
 // group, and records the exit.
 func (r *Runtime) wait(p *pod, i int, ex *exec.Cmd, pr *proc) {
 	_ = ex.Wait()
-	code := exitCode(ex.ProcessState)
-	// Like a container's PID namespace: when the main process ends, so does
-	// everything it started.
-	if pr.cgroup == "" || !r.cg.kill(pr.cgroup) {
-		_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+	if r.superseded() {
+		return
 	}
+	code := exitCode(ex.ProcessState)
+	r.killGroup(pr)
 	reason := runtime.ReasonError
 	switch {
 	case pr.cgroup != "" && oomKilled(pr.cgroup):
@@ -331,16 +342,32 @@ func (r *Runtime) wait(p *pod, i int, ex *exec.Cmd, pr *proc) {
 	case code == 0:
 		reason = runtime.ReasonCompleted
 	}
+	r.exited(p, i, pr, code, reason, "")
+}
+
+// killGroup kills what is left of a container whose main process ended,
+// as a container's PID namespace would: its cgroup, or its process group.
+func (r *Runtime) killGroup(pr *proc) {
+	if pr.cgroup == "" || !r.cg.kill(pr.cgroup) {
+		_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+	}
+}
+
+// exited records the end of container i's run in pr and what follows it.
+func (r *Runtime) exited(p *pod, i int, pr *proc, code int32, reason, message string) {
 	if pr.cgroup != "" {
 		_ = r.cg.remove(pr.cgroup)
 	}
 	r.mu.Lock()
-	c, _ := p.plan.Container(i)
-	_ = os.Remove(filepath.Join(p.dir, c.Name, "pid"))
 	if p.procs[i] == pr {
 		delete(p.procs, i)
 	}
-	p.plan.Exited(i, code, reason, "", r.cfg.Clock.Now())
+	p.plan.Exited(i, code, reason, message, r.cfg.Clock.Now())
+	// The state first, then the pid file: an agent that dies in between
+	// leaves the exit recorded and a pid file naming a reaped process.
+	r.save(p, i)
+	c, _ := p.plan.Container(i)
+	_ = os.Remove(filepath.Join(p.dir, c.Name, pidFile))
 	if !p.plan.Stopping() {
 		r.advance(p)
 	}
@@ -379,6 +406,9 @@ func (r *Runtime) StopPod(_ context.Context, uid types.UID, grace time.Duration)
 	now := r.cfg.Clock.Now()
 	if !p.plan.Stopping() {
 		p.plan.Stop()
+		if err := writeAtomic(filepath.Join(p.dir, stoppingFile), nil); err != nil {
+			r.log.Warn("recording that a pod stops failed", "pod", uid, "err", err)
+		}
 		if p.cancelRestart != nil {
 			close(p.cancelRestart)
 			p.cancelRestart = nil
@@ -423,9 +453,7 @@ func (r *Runtime) StopPod(_ context.Context, uid types.UID, grace time.Duration)
 func (r *Runtime) killAll(p *pod) {
 	for _, pr := range p.procs {
 		r.log.Debug("killing a container", "pod", p.uid, "pid", pr.pid)
-		if pr.cgroup == "" || !r.cg.kill(pr.cgroup) {
-			_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
-		}
+		r.killGroup(pr)
 	}
 }
 

@@ -37,8 +37,34 @@ func newRuntime(t *testing.T, clk clock.WithTicker, root string) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.KillAll)
+	t.Cleanup(func() { killAndSettle(t, r) })
 	return r
+}
+
+// killAndSettle kills r's containers and waits until it recorded their
+// exits, so that nothing writes to the test's directories afterwards. A
+// superseded runtime records nothing: the newer one does.
+func killAndSettle(t *testing.T, r *Runtime) {
+	r.KillAll()
+	if r.superseded() {
+		return
+	}
+	timeout := time.After(waitTimeout)
+	for {
+		running := false
+		for _, st := range r.ListPods() {
+			running = running || st.Running()
+		}
+		if !running {
+			return
+		}
+		select {
+		case <-r.Changes():
+		case <-timeout:
+			t.Errorf("containers still running after KillAll: %+v", r.ListPods())
+			return
+		}
+	}
 }
 
 func shPod(uid string, policy corev1.RestartPolicy, script string) *corev1.Pod {
@@ -260,24 +286,5 @@ func TestContainersThatCannotStart(t *testing.T) {
 	if term == nil || term.Reason != runtime.ReasonStartError || term.ExitCode != 128 ||
 		term.Message != `exec: "no-such-command-knode": executable file not found in $PATH` {
 		t.Errorf("missing: %+v, want StartError", st.Containers[1].State)
-	}
-}
-
-func TestNewKillsWhatAPreviousAgentLeft(t *testing.T) {
-	root := t.TempDir()
-	old := newRuntime(t, testingclock.NewFakeClock(t0), root)
-	pod := shPod("u1", corev1.RestartPolicyNever, `sleep 100`)
-	if err := old.StartPod(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, old, pod.UID, "start", func(c runtime.ContainerStatus) bool { return c.State.Running != nil })
-	// A new agent on the same root directory.
-	newRuntime(t, testingclock.NewFakeClock(t0), root)
-	c := waitFor(t, old, pod.UID, "kill", terminated)
-	if c.State.Terminated.ExitCode != 137 {
-		t.Errorf("exit code = %d, want 137", c.State.Terminated.ExitCode)
-	}
-	if _, err := os.Stat(filepath.Join(root, "pods", "u1")); !os.IsNotExist(err) {
-		t.Errorf("old pod directory kept: %v", err)
 	}
 }
