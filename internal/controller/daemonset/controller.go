@@ -20,6 +20,12 @@
 //     finished pods are deleted; failed pods are deleted with a per-node
 //     back-off (1 s doubling to 15 min) against agents that keep
 //     rejecting them;
+//   - creates nothing on a node that is shutting down gracefully
+//     (ShuttingDown: Ready False, KubeletNotReady, "node is shutting
+//     down" in the message), whose agent would only reject the pod; its
+//     pods are kept (a failed one is still deleted, and not replaced),
+//     and creation resumes once the node is Ready again. Status still
+//     counts the node as one that should run a pod;
 //   - when nothing else needed doing, rolls out a changed template
 //     (RollingUpdate strategy, maxUnavailable; OnDelete does nothing);
 //   - writes status (see Status) with observedGeneration.

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -193,5 +194,126 @@ func TestDaemonSetRollingUpdate(t *testing.T) {
 		if p.Spec.Containers[0].Image != "busybox:1.37" || p.Labels[daemonset.LabelTemplateGeneration] != "2" {
 			t.Errorf("pod %s: image %s, template generation %s", p.Name, p.Spec.Containers[0].Image, p.Labels[daemonset.LabelTemplateGeneration])
 		}
+	}
+}
+
+// setNodeReady posts node's Ready condition as its agent would.
+func (w *world) setNodeReady(name string, status corev1.ConditionStatus, reason, message string) {
+	w.T.Helper()
+	n, err := w.Client.CoreV1().Nodes().Get(w.Ctx, name, metav1.GetOptions{})
+	w.Must("getting node", err)
+	n.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: status, Reason: reason, Message: message,
+		LastHeartbeatTime: metav1.NewTime(w.Clock.Now()), LastTransitionTime: metav1.NewTime(w.Clock.Now()),
+	}}
+	_, err = w.Client.CoreV1().Nodes().UpdateStatus(w.Ctx, n, metav1.UpdateOptions{})
+	w.Must("updating node status", err)
+}
+
+func (w *world) setNodeShuttingDown(name string) {
+	w.T.Helper()
+	w.setNodeReady(name, corev1.ConditionFalse, "KubeletNotReady", "[container runtime is down, "+daemonset.NodeShuttingDownMessage+"]")
+}
+
+// allPods lists the pods of namespace default, those being deleted too.
+func (w *world) allPods() []corev1.Pod {
+	w.T.Helper()
+	l, err := w.Client.CoreV1().Pods("default").List(w.Ctx, metav1.ListOptions{})
+	w.Must("listing pods", err)
+	return l.Items
+}
+
+// A node that is shutting down gets no daemon pod while a Ready one does;
+// once it is Ready again, it gets one. Meanwhile it counts as a node that
+// should run a pod and has none.
+func TestDaemonSetSkipsShuttingDownNode(t *testing.T) {
+	w := newWorld(t)
+	c := w.controller()
+	w.addNode("up", nil)
+	w.setNodeReady("up", corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
+	w.addNode("down", nil)
+	w.setNodeShuttingDown("down")
+	_, err := w.Client.AppsV1().DaemonSets("default").Create(w.Ctx, newDS("agent"), metav1.CreateOptions{})
+	w.Must("creating daemonset", err)
+
+	for pass := 1; pass <= 3; pass++ {
+		w.Must("sync", c.Sync(w.Ctx))
+		byNode := w.podsByNode()
+		if len(byNode) != 1 || len(byNode["up"]) != 1 {
+			t.Fatalf("pass %d: pods by node = %v, want one on up and none on down", pass, byNode)
+		}
+		w.Clock.Step(daemonset.DefaultResyncPeriod)
+	}
+	want := appsv1.DaemonSetStatus{DesiredNumberScheduled: 2, CurrentNumberScheduled: 1, UpdatedNumberScheduled: 1, NumberUnavailable: 2, ObservedGeneration: 1}
+	if diff := cmp.Diff(want, w.status("agent")); diff != "" {
+		t.Errorf("status while down shuts down (-want +got):\n%s", diff)
+	}
+
+	w.setNodeReady("down", corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
+	w.Must("sync", c.Sync(w.Ctx))
+	if byNode := w.podsByNode(); len(byNode) != 2 || len(byNode["up"]) != 1 || len(byNode["down"]) != 1 {
+		t.Fatalf("after down is Ready again: pods by node = %v, want one on each", byNode)
+	}
+	want = appsv1.DaemonSetStatus{DesiredNumberScheduled: 2, CurrentNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberUnavailable: 2, ObservedGeneration: 1}
+	if diff := cmp.Diff(want, w.status("agent")); diff != "" {
+		t.Errorf("status after down is Ready again (-want +got):\n%s", diff)
+	}
+}
+
+// A daemon pod the agent of a shutting-down node has failed is deleted
+// but not replaced, however many passes run and back-offs end; the node
+// gets a pod again once it is Ready. Upstream replaces it each time, and
+// the agent rejects each replacement (kubernetes#100184, #130490).
+func TestDaemonSetDoesNotReplaceFailedPodOnShuttingDownNode(t *testing.T) {
+	w := newWorld(t)
+	c := w.controller()
+	w.addNode("n", nil)
+	w.setNodeReady("n", corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
+	_, err := w.Client.AppsV1().DaemonSets("default").Create(w.Ctx, newDS("agent"), metav1.CreateOptions{})
+	w.Must("creating daemonset", err)
+	w.Must("sync", c.Sync(w.Ctx))
+	pods := w.Pods()
+	if len(pods) != 1 {
+		t.Fatalf("%d pods after the first pass, want 1", len(pods))
+	}
+	first := pods[0].Name
+	w.Must("binding", w.Client.CoreV1().Pods("default").Bind(w.Ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: first, Namespace: "default"},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: "n"},
+	}, metav1.CreateOptions{}))
+
+	// The node starts shutting down and its agent fails the pod.
+	w.setNodeShuttingDown("n")
+	p, err := w.Client.CoreV1().Pods("default").Get(w.Ctx, first, metav1.GetOptions{})
+	w.Must("getting pod", err)
+	p.Status.Phase = corev1.PodFailed
+	p.Status.Reason = "NodeShutdown"
+	p.Status.Message = "Pod was rejected as the node is shutting down."
+	_, err = w.Client.CoreV1().Pods("default").UpdateStatus(w.Ctx, p, metav1.UpdateOptions{})
+	w.Must("failing the pod", err)
+
+	w.Must("sync", c.Sync(w.Ctx))
+	if got := w.Pods(); len(got) != 0 {
+		t.Fatalf("pods after the pass that finds the failed one: %v, want it deleted and no new one", w.podsByNode())
+	}
+	// Each step is longer than the longest back-off.
+	for pass := 1; pass <= 5; pass++ {
+		w.Clock.Step(daemonset.FailedPodBackoffMax + time.Second)
+		w.Must("sync", c.Sync(w.Ctx))
+		var names []string
+		for _, p := range w.allPods() {
+			if p.Name != first {
+				names = append(names, p.Name)
+			}
+		}
+		if len(names) != 0 {
+			t.Fatalf("pass %d: new pods %v created on the shutting-down node", pass, names)
+		}
+	}
+
+	w.setNodeReady("n", corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
+	w.Must("sync", c.Sync(w.Ctx))
+	if byNode := w.podsByNode(); len(byNode["n"]) != 1 || byNode["n"][0] == first {
+		t.Fatalf("after n is Ready again: pods by node = %v, want one new pod on n", byNode)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,6 +36,32 @@ const (
 const BurstReplicas = 250
 
 var controllerKind = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
+
+// NodeShuttingDownMessage is the phrase an agent puts in its node's Ready
+// message while the node shuts down gracefully. The message may hold other
+// errors beside it ("[container runtime is down, node is shutting down]").
+const NodeShuttingDownMessage = "node is shutting down"
+
+// notReadyReason is the reason an agent gives a Ready condition that is
+// False.
+const notReadyReason = "KubeletNotReady"
+
+// ShuttingDown reports whether node is shutting down gracefully: its
+// Ready condition is False with reason KubeletNotReady and a message that
+// contains NodeShuttingDownMessage. Ready Unknown (the agent is silent),
+// True, or absent is not shutting down, whatever the message says. An
+// agent that is shutting down rejects new pods, so Manage creates none
+// there.
+func ShuttingDown(node *corev1.Node) bool {
+	for i := range node.Status.Conditions {
+		c := &node.Status.Conditions[i]
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionFalse && c.Reason == notReadyReason &&
+				strings.Contains(c.Message, NodeShuttingDownMessage)
+		}
+	}
+	return false
+}
 
 // AddTolerations gives a daemon pod spec the tolerations every DaemonSet
 // pod gets (section 6.4 of the reference), all operator Exists without
@@ -373,8 +400,12 @@ type Plan struct {
 	Failed []*corev1.Pod
 }
 
-// Manage decides, for each node, what upstream's manage loop does.
-// nodes are all the cluster's nodes; byNode is Claim.ByNode.
+// Manage decides, for each node, what upstream's manage loop does, except
+// that a node that is ShuttingDown gets no new pod: its agent would reject
+// it (upstream's pile-up of NodeShutdown pods, kubernetes#100184 and
+// #130490). The pods already there are handled as on any node, so a
+// failed one is still deleted, but nothing replaces it until the node is
+// Ready again. nodes are all the cluster's nodes; byNode is Claim.ByNode.
 func Manage(ds *appsv1.DaemonSet, nodes []*corev1.Node, byNode map[string][]*corev1.Pod) Plan {
 	var p Plan
 	known := map[string]bool{}
@@ -383,6 +414,8 @@ func Manage(ds *appsv1.DaemonSet, nodes []*corev1.Node, byNode map[string][]*cor
 		run, keep := ShouldRun(ds, node)
 		pods := byNode[node.Name]
 		switch {
+		case run && len(pods) == 0 && ShuttingDown(node):
+			// Wanted but not created yet; Status still counts it.
 		case run && len(pods) == 0:
 			p.CreateOn = append(p.CreateOn, node.Name)
 		case keep:
@@ -516,6 +549,14 @@ func splitByTemplate(ds *appsv1.DaemonSet, pods []*corev1.Pod, hash string) (new
 // counts nodes that have a pod but should not; numberUnavailable is
 // desired - available. next is when a Ready pod becomes available (zero:
 // none pending).
+//
+// A node that is ShuttingDown is counted like any node that should run a
+// pod but does not have one yet (as one past BurstReplicas, say): it is in
+// desiredNumberScheduled, in currentNumberScheduled only if a pod is still
+// there, and in numberUnavailable while no available pod is; shutting down
+// alone never makes it misscheduled. ShouldRun, and so RollingUpdate's
+// maxUnavailable base, is unchanged too: shutting down defers a create, it
+// does not make the node ineligible.
 func Status(ds *appsv1.DaemonSet, nodes []*corev1.Node, byNode map[string][]*corev1.Pod, hash string, now time.Time) (s appsv1.DaemonSetStatus, next time.Time) {
 	s = *ds.Status.DeepCopy()
 	var desired, current, ready, available, updated, mis int32

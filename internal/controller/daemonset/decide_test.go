@@ -54,6 +54,53 @@ func tainted(key string, effect corev1.TaintEffect) func(*corev1.Node) {
 
 func labelledNode(k, v string) func(*corev1.Node) { return func(n *corev1.Node) { n.Labels[k] = v } }
 
+// readyStatus gives a node a Ready condition.
+func readyStatus(status corev1.ConditionStatus, reason, message string) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: status, Reason: reason, Message: message})
+	}
+}
+
+// shuttingDown is what an agent posts while its node shuts down.
+var shuttingDown = readyStatus(corev1.ConditionFalse, "KubeletNotReady", NodeShuttingDownMessage)
+
+func TestShuttingDown(t *testing.T) {
+	pressure := func(n *corev1.Node) {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Message: NodeShuttingDownMessage})
+	}
+	tests := []struct {
+		name string
+		node *corev1.Node
+		want bool
+	}{
+		{name: "Ready False with exactly the phrase", node: node("n", shuttingDown), want: true},
+		{name: "Ready False, the phrase among other errors",
+			node: node("n", readyStatus(corev1.ConditionFalse, "KubeletNotReady", "[container runtime is down, node is shutting down]")), want: true},
+		{name: "Ready False, the phrase before a soft-requirement warning",
+			node: node("n", readyStatus(corev1.ConditionFalse, "KubeletNotReady", "node is shutting down. WARNING: cgroup v1")), want: true},
+		{name: "Ready False with another message",
+			node: node("n", readyStatus(corev1.ConditionFalse, "KubeletNotReady", "container runtime network not ready")), want: false},
+		{name: "Ready False, only part of the phrase",
+			node: node("n", readyStatus(corev1.ConditionFalse, "KubeletNotReady", "node is shutting")), want: false},
+		{name: "Ready False with the phrase but another reason",
+			node: node("n", readyStatus(corev1.ConditionFalse, "SomethingElse", NodeShuttingDownMessage)), want: false},
+		{name: "Ready Unknown with the phrase",
+			node: node("n", readyStatus(corev1.ConditionUnknown, "NodeStatusUnknown", NodeShuttingDownMessage)), want: false},
+		{name: "Ready True", node: node("n", readyStatus(corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")), want: false},
+		{name: "Ready True with the phrase", node: node("n", readyStatus(corev1.ConditionTrue, "KubeletReady", NodeShuttingDownMessage)), want: false},
+		{name: "no Ready condition", node: node("n"), want: false},
+		{name: "the phrase on another condition only", node: node("n", pressure), want: false},
+		{name: "Ready found after another condition", node: node("n", pressure, shuttingDown), want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ShuttingDown(tt.node); got != tt.want {
+				t.Errorf("ShuttingDown = %v, want %v (conditions %+v)", got, tt.want, tt.node.Status.Conditions)
+			}
+		})
+	}
+}
+
 func TestShouldRun(t *testing.T) {
 	hostNet := func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.HostNetwork = true }
 	selector := func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.NodeSelector = map[string]string{"disk": "ssd"} }
@@ -281,6 +328,28 @@ func TestManage(t *testing.T) {
 		{name: "untolerated NoSchedule: the pod stays", nodes: []*corev1.Node{node("a", tainted("x", corev1.TaintEffectNoSchedule))}, pods: []*corev1.Pod{dpod("p", "a")}},
 		{name: "failed pods are deleted with back-off", nodes: []*corev1.Node{node("a")}, pods: []*corev1.Pod{dpod("p", "a", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })}, failed: []string{"p"}},
 		{name: "succeeded pods are deleted", nodes: []*corev1.Node{node("a")}, pods: []*corev1.Pod{dpod("p", "a", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })}, del: []string{"p"}},
+		{name: "a shutting-down node gets no pod, a Ready one does", nodes: []*corev1.Node{node("a", shuttingDown), node("b", readyStatus(corev1.ConditionTrue, "KubeletReady", ""))}, createOn: []string{"b"}},
+		{name: "a shutting-down node keeps its running pod", nodes: []*corev1.Node{node("a", shuttingDown)}, pods: []*corev1.Pod{dpod("p", "a", readyPod)}},
+		{
+			name: "a shutting-down node still sheds surplus pods", nodes: []*corev1.Node{node("a", shuttingDown)},
+			pods: []*corev1.Pod{dpod("young", "a", func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(now) }), dpod("old", "a")},
+			del:  []string{"young"},
+		},
+		{
+			name: "a failed pod on a shutting-down node is deleted with back-off, nothing replaces it", nodes: []*corev1.Node{node("a", shuttingDown)},
+			pods:   []*corev1.Pod{dpod("p", "a", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed; p.Status.Reason = "NodeShutdown" })},
+			failed: []string{"p"},
+		},
+		{
+			name: "a failed pod being deleted on a shutting-down node: no replacement", nodes: []*corev1.Node{node("a", shuttingDown)},
+			pods: []*corev1.Pod{dpod("p", "a", func(p *corev1.Pod) {
+				p.Status.Phase = corev1.PodFailed
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+			})},
+		},
+		{name: "untolerated NoExecute on a shutting-down node: the pod goes", nodes: []*corev1.Node{node("a", shuttingDown, tainted("x", corev1.TaintEffectNoExecute))}, pods: []*corev1.Pod{dpod("p", "a")}, del: []string{"p"}},
+		{name: "Ready Unknown is not shutting down", nodes: []*corev1.Node{node("a", readyStatus(corev1.ConditionUnknown, "NodeStatusUnknown", NodeShuttingDownMessage))}, createOn: []string{"a"}},
+		{name: "Ready False for another reason still gets a pod", nodes: []*corev1.Node{node("a", readyStatus(corev1.ConditionFalse, "KubeletNotReady", "PLEG is not healthy"))}, createOn: []string{"a"}},
 		{
 			name:  "an unbound pod for a node that is gone is deleted; a bound one is left",
 			nodes: []*corev1.Node{},
@@ -398,6 +467,39 @@ func TestStatus(t *testing.T) {
 	got, next = Status(ds, nodes, claim.ByNode, "current", now)
 	if got.NumberAvailable != 0 || !next.Equal(now.Add(time.Hour)) {
 		t.Errorf("with minReadySeconds 2h: available %d, next %v; want 0 and %v", got.NumberAvailable, next, now.Add(time.Hour))
+	}
+}
+
+// A shutting-down node counts as one that should run a pod: desired, and
+// unavailable while it has no available pod; never misscheduled.
+func TestStatusShuttingDown(t *testing.T) {
+	tests := []struct {
+		name string
+		pods []*corev1.Pod
+		want appsv1.DaemonSetStatus
+	}{
+		{
+			name: "no pod there",
+			want: appsv1.DaemonSetStatus{DesiredNumberScheduled: 1, NumberUnavailable: 1, ObservedGeneration: 2},
+		},
+		{
+			name: "its Ready pod is still there",
+			pods: []*corev1.Pod{dpod("a1", "a", readyPod)},
+			want: appsv1.DaemonSetStatus{
+				DesiredNumberScheduled: 1, CurrentNumberScheduled: 1, NumberReady: 1, NumberAvailable: 1,
+				UpdatedNumberScheduled: 1, ObservedGeneration: 2,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds := testDS()
+			claim := ClaimPods(ds, tt.pods)
+			got, _ := Status(ds, []*corev1.Node{node("a", shuttingDown)}, claim.ByNode, "current", now)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
