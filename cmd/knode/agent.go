@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -15,9 +18,13 @@ import (
 
 	"knode/internal/agent"
 	"knode/internal/agent/host/linux"
+	"knode/internal/agent/nodestatus"
 	"knode/internal/agent/options"
+	"knode/internal/agent/pods"
 	podruntime "knode/internal/agent/runtime"
 	"knode/internal/agent/runtime/process"
+	agentserver "knode/internal/agent/server"
+	"knode/internal/agent/shutdown"
 	"knode/internal/server"
 	"knode/internal/version"
 )
@@ -84,24 +91,54 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	var rt podruntime.Runtime
 	switch runtimeName {
 	case runtimeProcess:
+		// The pods outlive the agent: the next one adopts them.
 		p, err := process.New(process.Config{RootDir: s.RootDir, Logger: log})
 		if err != nil {
 			return err
 		}
-		defer p.KillAll()
 		rt = p
 	case runtimeNone:
 	default:
 		return fmt.Errorf("--runtime %q: supported values: %q, %q", runtimeName, runtimeProcess, runtimeNone)
 	}
+	metrics := prometheus.NewRegistry()
+	srv, err := agentServer(restCfg, s, name, metrics, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	status := s.StatusConfig(name, name, version.GitVersion())
+	status.KubeletPort = int32(srv.Port())
+	// The shutdown manager needs the agent's pod worker, and the agent
+	// asks the manager: mgr is set before the agent runs.
+	var mgr *shutdown.Manager
+	groups := s.Shutdown.Groups()
+	var startEvents []nodestatus.Event
+	if len(groups) == 0 {
+		log.Info(shutdown.DisabledMessage)
+		startEvents = append(startEvents, nodestatus.Event{Type: corev1.EventTypeNormal, Reason: shutdown.DisabledReason, Message: shutdown.DisabledMessage})
+	}
 	a, err := agent.New(agent.Config{
-		Client:                    client,
-		NodeName:                  name,
-		RegisterNode:              s.RegisterNode,
-		RegisterWithTaints:        s.RegisterWithTaints,
-		NodeLabels:                s.NodeLabels,
-		ProviderID:                s.ProviderID,
-		Status:                    s.StatusConfig(name, name, version.GitVersion()),
+		Client:             client,
+		NodeName:           name,
+		RegisterNode:       s.RegisterNode,
+		RegisterWithTaints: s.RegisterWithTaints,
+		NodeLabels:         s.NodeLabels,
+		ProviderID:         s.ProviderID,
+		Status:             status,
+		StartEvents:        startEvents,
+		ShutdownStatus: func() error {
+			if mgr == nil {
+				return nil
+			}
+			return mgr.ShutdownStatus()
+		},
+		PodAdmit: func(p *corev1.Pod) *pods.Rejection {
+			if mgr == nil {
+				return nil
+			}
+			return mgr.Admit(p)
+		},
 		NodeStatusUpdateFrequency: s.NodeStatusUpdateFrequency,
 		NodeStatusReportFrequency: s.NodeStatusReportFrequency,
 		NodeLeaseDurationSeconds:  s.NodeLeaseDurationSeconds,
@@ -114,8 +151,75 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	if err != nil {
 		return err
 	}
-	log.Info("knode agent starting", "node", name)
+	if len(groups) > 0 {
+		if a.Pods() == nil {
+			log.Warn("graceful node shutdown needs a pod runtime; it is off with --runtime=none")
+		} else if mgr, err = shutdown.New(shutdown.Config{
+			Groups:        groups,
+			Dial:          func() (shutdown.Bus, error) { return shutdown.Dial("", log) },
+			DropInDir:     s.LogindDropInDir,
+			StatusReserve: s.ShutdownStatusReserve,
+			Pods:          a.Pods(),
+			Event:         func(t, reason, msg string) { a.RecordEvent(ctx, t, reason, msg) },
+			SyncStatus:    a.KickStatus,
+			RootDir:       s.RootDir,
+			Registerer:    metrics,
+			Logger:        log,
+		}); err != nil {
+			return err
+		}
+	}
+	log.Info("knode agent starting", "node", name, "port", srv.Port())
+	var running sync.WaitGroup
+	defer running.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		if err := srv.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("the agent's server stopped", "err", err)
+		}
+	}()
+	if mgr != nil {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			_ = mgr.Run(ctx)
+		}()
+	}
 	return a.Run(ctx)
+}
+
+// agentServer builds the agent's HTTPS server: the kubeconfig's CA signs
+// the client certificates it accepts unless --client-ca-file says
+// otherwise.
+func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics prometheus.Gatherer, log *slog.Logger) (*agentserver.Server, error) {
+	var clientCA []byte
+	var err error
+	switch {
+	case s.ClientCAFile != "":
+		clientCA, err = os.ReadFile(s.ClientCAFile)
+	case len(restCfg.CAData) > 0:
+		clientCA = restCfg.CAData
+	case restCfg.CAFile != "":
+		clientCA, err = os.ReadFile(restCfg.CAFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--client-ca-file: %w", err)
+	}
+	return agentserver.New(agentserver.Config{
+		Address:     s.Address,
+		Port:        int(s.Port),
+		NodeName:    name,
+		TLSCertFile: s.TLSCertFile,
+		TLSKeyFile:  s.TLSPrivateKeyFile,
+		CertDir:     filepath.Join(s.RootDir, "pki"),
+		IPs:         s.NodeIPs,
+		ClientCA:    clientCA,
+		Gatherer:    metrics,
+		Logger:      log,
+	})
 }
 
 // localAgentConfig is the client of the agent `knode up` runs beside its

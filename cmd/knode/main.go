@@ -22,6 +22,7 @@ import (
 	"knode/internal/agent"
 	"knode/internal/agent/host/linux"
 	"knode/internal/agent/options"
+	agentserver "knode/internal/agent/server"
 	"knode/internal/auth"
 	cloudexec "knode/internal/cloudprovider/exec"
 	"knode/internal/controller/nodeipam"
@@ -185,6 +186,7 @@ func defaultDataDir() string {
 
 func newUpCommand() *cobra.Command {
 	var f serverFlags
+	var kubeletPort int32
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a whole single-node cluster in this process: the server and an agent for this machine",
@@ -203,6 +205,8 @@ func newUpCommand() *cobra.Command {
 				fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
 				o.AddFlags(fs)
 				o.RootDir = filepath.Join(f.dataDir, "agent")
+				// The agent's own server listens beside the API server.
+				o.Address, o.Port = f.bindAddress, kubeletPort
 				settings, err := o.Complete(fs)
 				if err != nil {
 					agentErr <- err
@@ -241,6 +245,7 @@ func newUpCommand() *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags(), defaultDataDir())
+	cmd.Flags().Int32Var(&kubeletPort, "kubelet-port", agentserver.DefaultPort, "port of the agent's HTTPS server, on --bind-address (0 picks a free one)")
 	return cmd
 }
 

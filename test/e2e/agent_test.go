@@ -182,11 +182,12 @@ func TestAgentUpNodeReady(t *testing.T) {
 	port := freePort(t)
 
 	start := time.Now()
-	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port))
+	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--kubelet-port", "0")
 	t.Cleanup(func() {
 		if !p.stop() {
 			t.Errorf("knode up did not exit within %s of SIGTERM", stopTimeout)
 		}
+		killContainers(filepath.Join(dataDir, "agent"))
 		if t.Failed() {
 			t.Logf("--- knode up stderr (tail) ---\n%s", tail(p.stderr.String(), 40))
 		}
@@ -316,7 +317,9 @@ func TestAgentSecondNode(t *testing.T) {
 	}
 	node2Kubeconfig := writeFile(t, "node2.kubeconfig", string(out))
 	config := writeFile(t, "kubelet.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeLeaseDurationSeconds: 8\n")
-	args := []string{"agent", "--kubeconfig", node2Kubeconfig, "--root-dir", t.TempDir(),
+	rootDir := t.TempDir()
+	args := []string{"agent", "--kubeconfig", node2Kubeconfig, "--root-dir", rootDir,
+		"--address", "127.0.0.1", "--port", "0",
 		"--hostname-override", "node-2",
 		"--node-labels", "team=blue,node.kubernetes.io/pool=p1",
 		"--register-with-taints", "dedicated=infra:NoSchedule",
@@ -326,6 +329,7 @@ func TestAgentSecondNode(t *testing.T) {
 	agent := startProcess(t, args...)
 	t.Cleanup(func() {
 		agent.kill()
+		killContainers(rootDir)
 		if t.Failed() {
 			t.Logf("knode %s\n--- agent stderr (tail) ---\n%s", strings.Join(args, " "), tail(agent.stderr.String(), 40))
 		}

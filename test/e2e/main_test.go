@@ -184,6 +184,23 @@ func (p *process) stop() (graceful bool) {
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
+// killContainers kills the containers that agents left running under
+// rootDir (pods outlive their agent, as with the kubelet): every process
+// group named by a pid file of the process runtime.
+func killContainers(rootDir string) {
+	files, _ := filepath.Glob(filepath.Join(rootDir, "pods", "*", "*", "pid"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscanf(string(data), "%d", &pid); err == nil && pid > 1 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+}
+
 func (p *process) kill() {
 	if p.hasExited() {
 		return

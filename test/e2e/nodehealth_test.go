@@ -26,9 +26,10 @@ func startAgent(t *testing.T, s *server, name, rootDir string, extra ...string) 
 	}
 	kc := writeFile(t, name+".kubeconfig", kubeconfig.String())
 	cfg := writeFile(t, name+"-config.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeLeaseDurationSeconds: 4\n")
-	p := startProcess(t, append([]string{"agent", "--kubeconfig", kc, "--root-dir", rootDir, "--hostname-override", name, "--config", cfg}, extra...)...)
+	p := startProcess(t, append([]string{"agent", "--kubeconfig", kc, "--root-dir", rootDir, "--hostname-override", name, "--config", cfg, "--address", "127.0.0.1", "--port", "0"}, extra...)...)
 	t.Cleanup(func() {
 		p.stop()
+		killContainers(rootDir)
 		if t.Failed() {
 			t.Logf("--- agent %s log (tail) ---\n%s", name, tail(p.stderr.String(), 20))
 		}

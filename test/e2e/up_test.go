@@ -50,8 +50,11 @@ func upOnce(t *testing.T, dataDir string, whileUp func(out []string)) time.Durat
 	port := freePort(t)
 	url := fmt.Sprintf("https://127.0.0.1:%d", port)
 	start := time.Now()
-	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port))
-	t.Cleanup(func() { p.kill() })
+	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--kubelet-port", "0")
+	t.Cleanup(func() {
+		p.kill()
+		killContainers(filepath.Join(dataDir, "agent"))
+	})
 	if err := waitReady(url, filepath.Join(dataDir, "pki", "ca.crt"), p, readyTimeout); err != nil {
 		t.Fatalf("knode up: %v\n--- stderr ---\n%s", err, tail(p.stderr.String(), 40))
 	}

@@ -26,6 +26,9 @@ import (
 	"knode/internal/admission/noderestriction"
 	"knode/internal/agent"
 	"knode/internal/agent/nodestatus"
+	agentserver "knode/internal/agent/server"
+	"knode/internal/agent/shutdown"
+	"knode/internal/agent/shutdown/logind"
 )
 
 // Options are the agent's command-line flags.
@@ -41,6 +44,15 @@ type Options struct {
 	HostnameOverride          string
 	CloudProvider             string
 	ProviderID                string
+	// The agent's own HTTPS server.
+	Address           string
+	Port              int32
+	ClientCAFile      string
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// Graceful shutdown, beyond the KubeletConfiguration's fields.
+	LogindDropInDir       string
+	ShutdownStatusReserve time.Duration
 }
 
 // DefaultRootDir is where the agent keeps its state by default.
@@ -59,6 +71,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HostnameOverride, "hostname-override", "", "use this name instead of the hostname")
 	fs.StringVar(&o.CloudProvider, "cloud-provider", "", `"" for none, or "external"`)
 	fs.StringVar(&o.ProviderID, "provider-id", "", "spec.providerID of the Node")
+	fs.StringVar(&o.Address, "address", agentserver.DefaultAddress, "IP address the agent's HTTPS server listens on")
+	fs.Int32Var(&o.Port, "port", agentserver.DefaultPort, "port of the agent's HTTPS server (0 picks a free one; the Node reports it)")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA bundle whose client certificates the agent's server accepts; default: the kubeconfig's CA")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate of the agent's server; default: a self-signed one in <root-dir>/pki")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
+	fs.StringVar(&o.LogindDropInDir, "logind-drop-in-dir", logind.DefaultDropInDir, "where graceful shutdown writes the logind drop-in that raises InhibitDelayMaxSec")
+	fs.DurationVar(&o.ShutdownStatusReserve, "shutdown-status-reserve", 2*time.Second, "time kept, after the last priority group, for the pods' final statuses to reach the API server before the shutdown lock is released; asked of logind on top of the groups")
 }
 
 // Settings are the parts of agent.Config the flags and file decide.
@@ -78,6 +97,17 @@ type Settings struct {
 	KubeReserved              corev1.ResourceList
 	SystemReserved            corev1.ResourceList
 	EvictionHard              []nodestatus.Threshold
+	// The agent's own HTTPS server.
+	Address           string
+	Port              int32
+	ClientCAFile      string
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// Shutdown is the graceful shutdown configuration; LogindDropInDir and
+	// ShutdownStatusReserve go with it.
+	Shutdown              shutdown.Settings
+	LogindDropInDir       string
+	ShutdownStatusReserve time.Duration
 }
 
 // Complete reads the config file, applies the flags that fs says were set,
@@ -118,6 +148,47 @@ func (o *Options) Complete(fs *pflag.FlagSet) (Settings, error) {
 	}
 	s.NodeLeaseDurationSeconds = file.NodeLeaseDurationSeconds
 	s.MaxPods = file.MaxPods
+	s.Shutdown = shutdown.Settings{
+		GracePeriod:  file.ShutdownGracePeriod.Duration,
+		CriticalPods: file.ShutdownGracePeriodCriticalPods.Duration,
+		ByPriority:   file.ShutdownGracePeriodByPodPriority,
+	}
+	if err := s.Shutdown.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	s.Address, s.Port = o.Address, o.Port
+	if file.Address != "" && !fs.Changed("address") {
+		s.Address = file.Address
+	}
+	if file.Port != 0 && !fs.Changed("port") {
+		s.Port = file.Port
+	}
+	s.ClientCAFile, s.TLSCertFile, s.TLSPrivateKeyFile = o.ClientCAFile, o.TLSCertFile, o.TLSPrivateKeyFile
+	if file.Authentication.X509.ClientCAFile != "" && !fs.Changed("client-ca-file") {
+		s.ClientCAFile = file.Authentication.X509.ClientCAFile
+	}
+	if file.TLSCertFile != "" && !fs.Changed("tls-cert-file") {
+		s.TLSCertFile = file.TLSCertFile
+	}
+	if file.TLSPrivateKeyFile != "" && !fs.Changed("tls-private-key-file") {
+		s.TLSPrivateKeyFile = file.TLSPrivateKeyFile
+	}
+	if s.Port < 0 || s.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d: must be between 0 and 65535", s.Port))
+	}
+	if s.Address != "" && net.ParseIP(s.Address) == nil {
+		errs = append(errs, fmt.Errorf("--address %q: must be an IP address", s.Address))
+	}
+	if (s.TLSCertFile == "") != (s.TLSPrivateKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file: give both or neither"))
+	}
+	s.LogindDropInDir, s.ShutdownStatusReserve = o.LogindDropInDir, o.ShutdownStatusReserve
+	if s.LogindDropInDir == "" {
+		s.LogindDropInDir = logind.DefaultDropInDir
+	}
+	if s.ShutdownStatusReserve <= 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-status-reserve %v: must be greater than 0", s.ShutdownStatusReserve))
+	}
 	if file.ProviderID != "" && !fs.Changed("provider-id") {
 		s.ProviderID = file.ProviderID
 	}

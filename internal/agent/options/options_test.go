@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"knode/internal/agent/nodestatus"
+	"knode/internal/agent/shutdown"
 	"knode/internal/agent/options"
 )
 
@@ -129,6 +130,15 @@ evictionHard:
   memory.available: 200Mi
   nodefs.available: 15%
   nodefs.inodesFree: 0%
+shutdownGracePeriod: 30s
+shutdownGracePeriodCriticalPods: 10s
+address: 127.0.0.2
+port: 11250
+tlsCertFile: /etc/knode/agent.crt
+tlsPrivateKeyFile: /etc/knode/agent.key
+authentication:
+  x509:
+    clientCAFile: /etc/knode/ca.crt
 `
 
 func q(s string) resource.Quantity { return resource.MustParse(s) }
@@ -151,6 +161,10 @@ func defaults() options.Settings {
 		NodeLabels:                map[string]string{},
 		NodeStatusUpdateFrequency: 10 * time.Second,
 		NodeStatusReportFrequency: 5 * time.Minute,
+		Address:                   "0.0.0.0",
+		Port:                      10250,
+		LogindDropInDir:           "/etc/systemd/logind.conf.d",
+		ShutdownStatusReserve:     2 * time.Second,
 	}
 }
 
@@ -173,6 +187,9 @@ func fromFullConfig(path string) options.Settings {
 		{Signal: nodestatus.SignalMemoryAvailable, Quantity: qp("200Mi")},
 		{Signal: nodestatus.SignalNodeFsAvailable, Percentage: 0.15},
 	}
+	s.Shutdown = shutdown.Settings{GracePeriod: 30 * time.Second, CriticalPods: 10 * time.Second}
+	s.Address, s.Port = "127.0.0.2", 11250
+	s.TLSCertFile, s.TLSPrivateKeyFile, s.ClientCAFile = "/etc/knode/agent.crt", "/etc/knode/agent.key", "/etc/knode/ca.crt"
 	return s
 }
 
@@ -198,6 +215,11 @@ func TestCompleteConfigFileAndFlags(t *testing.T) {
 				"--node-ip", "192.168.1.20",
 				"--cloud-provider", "external",
 				"--provider-id", "cloud://x",
+				"--port", "0",
+				"--address", "127.0.0.1",
+				"--client-ca-file", "/flag/ca.crt",
+				"--logind-drop-in-dir", "/tmp/logind.conf.d",
+				"--shutdown-status-reserve", "5s",
 			},
 			want: func() options.Settings {
 				s := fromFullConfig(full)
@@ -206,6 +228,8 @@ func TestCompleteConfigFileAndFlags(t *testing.T) {
 				s.NodeStatusUpdateFrequency = 7 * time.Second
 				s.RootDir = "/tmp/agent-2"
 				s.HostnameOverride = "Node-2"
+				s.Port, s.Address, s.ClientCAFile = 0, "127.0.0.1", "/flag/ca.crt"
+				s.LogindDropInDir, s.ShutdownStatusReserve = "/tmp/logind.conf.d", 5*time.Second
 				s.NodeLabels = map[string]string{"team": "blue", "node.kubernetes.io/pool": "p1"}
 				s.NodeIPs = []net.IP{net.ParseIP("192.168.1.20")}
 				s.CloudProvider = "external"
@@ -312,6 +336,15 @@ func TestCompleteRefusesBadInput(t *testing.T) {
 		{name: "flag taint without effect", args: []string{"--register-with-taints", "foo=bar"}, wantErr: append([]string{"--register-with-taints", "foo=bar"}, effects...)},
 		{name: "zero update frequency flag", args: []string{"--node-status-update-frequency", "0s"}, wantErr: []string{"--node-status-update-frequency", "greater than 0"}},
 		{name: "in-tree cloud provider", args: []string{"--cloud-provider", "aws"}, wantErr: []string{"--cloud-provider", `"aws"`, "external"}},
+		{name: "shutdown list and durations", file: header + "shutdownGracePeriod: 30s\nshutdownGracePeriodByPodPriority:\n- priority: 0\n  shutdownGracePeriodSeconds: 10\n",
+			wantErr: []string{"Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod"}},
+		{name: "critical above the shutdown grace", file: header + "shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n",
+			wantErr: []string{"shutdownGracePeriodCriticalPods 20s must be <= shutdownGracePeriod 10s"}},
+		{name: "sub-second shutdown grace", file: header + "shutdownGracePeriod: 500ms\n", wantErr: []string{"shutdownGracePeriod 500ms", ">= 1 sec"}},
+		{name: "port out of range", args: []string{"--port", "70000"}, wantErr: []string{"--port 70000", "between 0 and 65535"}},
+		{name: "address not an IP", args: []string{"--address", "localhost"}, wantErr: []string{"--address", "must be an IP address"}},
+		{name: "cert without key", args: []string{"--tls-cert-file", "/a.crt"}, wantErr: []string{"--tls-cert-file and --tls-private-key-file"}},
+		{name: "zero status reserve", args: []string{"--shutdown-status-reserve", "0s"}, wantErr: []string{"--shutdown-status-reserve", "greater than 0"}},
 		{name: "empty root dir", args: []string{"--root-dir", ""}, wantErr: []string{"--root-dir"}},
 		{name: "node-role label", args: []string{"--node-labels", "node-role.kubernetes.io/worker="},
 			wantErr: []string{"--node-labels", "node-role.kubernetes.io/worker", "kubelet.kubernetes.io", "node.kubernetes.io", "kubernetes.io/hostname"}},
