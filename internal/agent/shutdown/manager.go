@@ -636,9 +636,17 @@ func (m *Manager) Run(ctx context.Context) error {
 		return errors.New("shutdown: Config.Dial is required to Run")
 	}
 	defer m.dropLock()
+	var last string
 	for ctx.Err() == nil {
 		if err := m.serve(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn("graceful shutdown manager lost logind; retrying in 1s", "err", err)
+			// Said once at Warn; the same failure again every second
+			// only at Debug.
+			level := slog.LevelWarn
+			if err.Error() == last {
+				level = slog.LevelDebug
+			}
+			last = err.Error()
+			m.log.Log(ctx, level, "graceful shutdown manager has no logind; retrying every 1s", "err", err)
 		}
 		m.dropLock()
 		if m.sleep(ctx, reconnectPeriod) != nil {
