@@ -16,6 +16,9 @@
 //     application/json to tell an encoding bug from any other.
 //   - KNODE_REQUIRE_PYTHON_CLIENT=1: fail, rather than skip, when
 //     /usr/bin/python3 cannot import the kubernetes package.
+//   - KNODE_REQUIRE_DBUS=1: fail, rather than skip, the graceful shutdown
+//     tests when dbus-daemon is not installed (they start a private bus and
+//     a fake logind on it).
 //
 // Not here: anything that needs more than one machine, or traffic to any
 // address outside the loopback range.

@@ -1,6 +1,8 @@
 package shutdown
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -236,6 +238,34 @@ func FuzzSettings(f *testing.F) {
 			if g.Period < 0 || g.Period > groups[i].Period {
 				t.Fatalf("fitted group %d = %v out of [0, %v]", i, g.Period, groups[i].Period)
 			}
+		}
+	})
+}
+
+// FuzzReadState feeds the state-file decoder arbitrary bytes: an error
+// names the file, a success round-trips through writeJSON.
+func FuzzReadState(f *testing.F) {
+	f.Add([]byte(`{"startTime":"2026-11-25T12:00:00Z","endTime":"2026-11-25T12:00:30.5Z"}`))
+	f.Add([]byte(`{"startTime":"yesterday"}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "graceful_node_shutdown_state")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st, err := ReadState(path)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if err := writeJSON(path, st); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ReadState(path)
+		if err != nil || !again.StartTime.Equal(st.StartTime) || !again.EndTime.Equal(st.EndTime) {
+			t.Fatalf("round trip: %+v, %v; want %+v", again, err, st)
 		}
 	})
 }
