@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"knode/internal/agent/nodestatus"
-	"knode/internal/agent/shutdown"
 	"knode/internal/agent/options"
+	"knode/internal/agent/shutdown"
 )
 
 var effects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
