@@ -924,7 +924,7 @@ func TestShutdownLogindDelay(t *testing.T) {
 // restarted on the same root dir adopts them (same pid, container id and
 // restart count, still Running on the server), takes a new lock, and
 // stops them at the next shutdown.
-func TestShutdownAgentKill9KeepsPods(t *testing.T) {
+func TestShutdownAgentRestartKeepsPods(t *testing.T) {
 	version := newestKubectl(t)
 	tag := fmt.Sprintf("knode-e2e-shutdown-kill-%d-%d", os.Getpid(), time.Now().UnixNano())
 	t.Cleanup(func() { killMarked(t, tag) })
@@ -969,45 +969,59 @@ func TestShutdownAgentKill9KeepsPods(t *testing.T) {
 	}
 	podLog := n.watchPods()
 
-	n.agent.kill()
-	killed := time.Now()
-	n.waitLock("SIGKILL releasing the lock", 5*time.Second, func(ins []logindtest.Inhibitor) bool { return len(ins) == 1 && !ins[0].Held() })
-	n.startAgent()
-	n.waitLock("a new lock after the restart", 10*time.Second, func(ins []logindtest.Inhibitor) bool { return len(ins) == 2 && ins[1].Held() })
-	t.Logf("agent back Ready with a new lock %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
-	// One more status pass from the new agent for each pod: wait until its
-	// Node heartbeat is later than its start, then look at the pods.
-	restarted := time.Now()
-	eventually(t, "a heartbeat of the restarted agent", 10*time.Second, 50*time.Millisecond, func() (bool, string) {
-		c := nodeCondition(n.node(), corev1.NodeReady)
-		return c.LastHeartbeatTime.After(restarted.Add(time.Second)), fmt.Sprint(c.LastHeartbeatTime)
-	})
-	res := kubectl("get", "pods", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].containerID}{"\n"}{end}`)
-	t.Logf("kubectl get pods after the restart:\n%s", res.Stdout)
-	for name := range before {
-		p, err := n.client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+	// SIGKILL, then SIGTERM: after each, the restarted agent finds every
+	// pod running as it was.
+	for i, way := range []struct {
+		name string
+		stop func()
+	}{
+		{"SIGKILL", func() { n.agent.kill() }},
+		{"SIGTERM", func() {
+			if !n.agent.stop() {
+				t.Fatal("the agent did not exit on SIGTERM")
+			}
+		}},
+	} {
+		way.stop()
+		killed := time.Now()
+		n.waitLock(way.name+" releasing the lock", 5*time.Second, func(ins []logindtest.Inhibitor) bool { return len(ins) == i+1 && !ins[i].Held() })
+		n.startAgent()
+		n.waitLock("a new lock after the restart", 10*time.Second, func(ins []logindtest.Inhibitor) bool { return len(ins) == i+2 && ins[i+1].Held() })
+		t.Logf("agent back Ready with a new lock %v after %s", time.Since(killed).Round(time.Millisecond), way.name)
+		// One more status pass from the new agent for each pod: wait until its
+		// Node heartbeat is later than its start, then look at the pods.
+		restarted := time.Now()
+		eventually(t, "a heartbeat of the restarted agent", 10*time.Second, 50*time.Millisecond, func() (bool, string) {
+			c := nodeCondition(n.node(), corev1.NodeReady)
+			return c.LastHeartbeatTime.After(restarted.Add(time.Second)), fmt.Sprint(c.LastHeartbeatTime)
+		})
+		res := kubectl("get", "pods", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].containerID}{"\n"}{end}`)
+		t.Logf("kubectl get pods after %s and a restart:\n%s", way.name, res.Stdout)
+		for name := range before {
+			p, err := n.client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := look(p)
+			if now != was[name] || p.Status.Phase != corev1.PodRunning || !processAlive(now.pid) {
+				t.Errorf("pod %s after %s and restart: %s %+v (alive %v), want Running %+v", name, way.name, p.Status.Phase, now, processAlive(now.pid), was[name])
+			}
+			if !slices.Contains(strings.Fields(res.Stdout), was[name].id) {
+				t.Errorf("kubectl does not show pod %s's container id %s", name, was[name].id)
+			}
 		}
-		now := look(p)
-		if now != was[name] || p.Status.Phase != corev1.PodRunning || !processAlive(now.pid) {
-			t.Errorf("pod %s after SIGKILL and restart: %s %+v (alive %v), want Running %+v", name, p.Status.Phase, now, processAlive(now.pid), was[name])
+		seen, ended := podLog.snapshot()
+		for _, o := range seen {
+			if o.obj.Status.Phase != corev1.PodRunning {
+				t.Errorf("%v after %s the server had pod %s %s", o.at.Sub(killed), way.name, o.obj.Name, o.obj.Status.Phase)
+			}
 		}
-		if !slices.Contains(strings.Fields(res.Stdout), was[name].id) {
-			t.Errorf("kubectl does not show pod %s's container id %s", name, was[name].id)
+		if ended != nil {
+			t.Errorf("the pod watch ended: %v", ended)
 		}
-	}
-	seen, ended := podLog.snapshot()
-	for _, o := range seen {
-		if o.obj.Status.Phase != corev1.PodRunning {
-			t.Errorf("%v after SIGKILL the server had pod %s %s", o.at.Sub(killed), o.obj.Name, o.obj.Status.Phase)
+		if got := readTermLog(t, files); len(got) > 0 {
+			t.Errorf("%s of the agent and its restart sent SIGTERM to %v", way.name, got)
 		}
-	}
-	if ended != nil {
-		t.Errorf("the pod watch ended: %v", ended)
-	}
-	if got := readTermLog(t, files); len(got) > 0 {
-		t.Errorf("SIGKILL of the agent and its restart sent SIGTERM to %v", got)
 	}
 
 	// The restarted agent stops the pods it adopted at the next shutdown.
