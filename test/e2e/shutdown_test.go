@@ -919,7 +919,8 @@ func TestShutdownLogindDelay(t *testing.T) {
 	})
 }
 
-// TestShutdownAgentKill9KeepsPods: SIGKILL of the agent releases its lock
+// TestShutdownAgentRestartKeepsPods: SIGKILL, then SIGTERM, of the agent
+// releases its lock
 // (the pods it started did not inherit it) and stops no pod; the agent
 // restarted on the same root dir adopts them (same pid, container id and
 // restart count, still Running on the server), takes a new lock, and
