@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"knode/internal/atomicfile"
 )
 
 // ClusterName names the cluster entry of every kubeconfig knode writes, and
@@ -80,7 +82,7 @@ func WriteAdminKubeconfig(pki *PKI, server, path string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(path, data, keyFileMode); err != nil {
+	if err := atomicfile.Write(path, data, keyFileMode); err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}
 	return nil

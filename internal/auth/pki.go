@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
+
+	"knode/internal/atomicfile"
 )
 
 // File names inside PKIConfig.Dir.
@@ -183,10 +185,10 @@ func (p *PKI) ensureCA(dir string, now time.Time, create bool) error {
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(keyPath, keyPEM, keyFileMode); err != nil {
+		if err := atomicfile.Write(keyPath, keyPEM, keyFileMode); err != nil {
 			return fmt.Errorf("auth: %w", err)
 		}
-		if err := writeFileAtomic(certPath, certPEM, certFileMode); err != nil {
+		if err := atomicfile.Write(certPath, certPEM, certFileMode); err != nil {
 			return fmt.Errorf("auth: %w", err)
 		}
 		return p.setCA(certPEM, keyPEM, now)
@@ -209,7 +211,7 @@ func (p *PKI) ensureCA(dir string, now time.Time, create bool) error {
 // setCA checks and installs a CA pair. Every certificate in certPEM is
 // trusted for client authentication; the first one signs.
 func (p *PKI) setCA(certPEM, keyPEM []byte, now time.Time) error {
-	certs, err := parseCertificates(certPEM)
+	certs, err := ParseCertificates(certPEM)
 	if err != nil {
 		return fmt.Errorf("%s: %w", CACertFile, err)
 	}
@@ -259,10 +261,10 @@ func (p *PKI) ensureLeaf(dir, certFile, keyFile string, spec leafSpec, now time.
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := writeFileAtomic(keyPath, keyPEM, keyFileMode); err != nil {
+	if err := atomicfile.Write(keyPath, keyPEM, keyFileMode); err != nil {
 		return nil, nil, fmt.Errorf("auth: %w", err)
 	}
-	if err := writeFileAtomic(certPath, certPEM, certFileMode); err != nil {
+	if err := atomicfile.Write(certPath, certPEM, certFileMode); err != nil {
 		return nil, nil, fmt.Errorf("auth: %w", err)
 	}
 	return certPEM, keyPEM, nil
@@ -496,8 +498,8 @@ func encodeKey(key crypto.Signer) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
-// parseCertificates returns every CERTIFICATE block in data; at least one.
-func parseCertificates(data []byte) ([]*x509.Certificate, error) {
+// ParseCertificates returns every CERTIFICATE block in data; at least one.
+func ParseCertificates(data []byte) ([]*x509.Certificate, error) {
 	var certs []*x509.Certificate
 	for {
 		var block *pem.Block

@@ -33,7 +33,7 @@ func readFile(t *testing.T, dir, name string) []byte {
 
 func parseCert(t *testing.T, certPEM []byte) *x509.Certificate {
 	t.Helper()
-	certs, err := parseCertificates(certPEM)
+	certs, err := ParseCertificates(certPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,27 +451,5 @@ func TestIssueClientCert(t *testing.T) {
 				t.Errorf("client cert carries SANs %v %v", c.DNSNames, c.IPAddresses)
 			}
 		})
-	}
-}
-
-func TestWriteFileAtomicReplaces(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "f")
-	if err := writeFileAtomic(path, []byte("one"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFileAtomic(path, []byte("two"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := os.ReadFile(path)
-	fi, _ := os.Stat(path)
-	if string(data) != "two" || fi.Mode().Perm() != 0o600 {
-		t.Errorf("got %q mode %v, want \"two\" 0600", data, fi.Mode().Perm())
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("%d entries, want 1 (no temporaries left)", len(entries))
-	}
-	if err := writeFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
-		t.Error("write into a missing directory succeeded")
 	}
 }

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"knode/internal/atomicfile"
+	"knode/internal/auth"
 )
 
 // File names of the self-signed serving pair inside Config.CertDir; they are
@@ -142,10 +145,10 @@ func ensureSelfSigned(dir, commonName string, want servingNames, now time.Time) 
 	if err := os.MkdirAll(dir, certDirMode); err != nil {
 		return tls.Certificate{}, "", fmt.Errorf("server: %w", err)
 	}
-	if err := writeFileAtomic(keyPath, keyPEM, keyFileMode); err != nil {
+	if err := atomicfile.Write(keyPath, keyPEM, keyFileMode); err != nil {
 		return tls.Certificate{}, "", err
 	}
-	if err := writeFileAtomic(certPath, certPEM, certFileMode); err != nil {
+	if err := atomicfile.Write(certPath, certPEM, certFileMode); err != nil {
 		return tls.Certificate{}, "", err
 	}
 	if pair, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
@@ -205,65 +208,13 @@ func newSelfSigned(commonName string, names servingNames, now time.Time) (certPE
 // parseClientCA returns a pool of every certificate in data, which must hold
 // at least one and no unparsable CERTIFICATE block. Other blocks are ignored.
 func parseClientCA(data []byte) (*x509.CertPool, error) {
-	pool := x509.NewCertPool()
-	n := 0
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		pool.AddCert(c)
-		n++
+	certs, err := auth.ParseCertificates(data)
+	if err != nil {
+		return nil, err
 	}
-	if n == 0 {
-		return nil, errors.New("no PEM CERTIFICATE block")
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
 	}
 	return pool, nil
-}
-
-// writeFileAtomic replaces path with data so that a reader, or a start after
-// a crash, sees the old content or the new, never part of either. The file
-// has perm from its creation, so a key is never readable by others.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("server: write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			err = fmt.Errorf("server: write %s: %w", path, err)
-		}
-	}()
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		// Best effort: some filesystems refuse to sync a directory.
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }
