@@ -15,9 +15,13 @@ import (
 
 // Lanes: the agents run side by side.
 //
-// Each agent's callbacks (lease renewal, status pass, pod sync) touch only
-// that agent's own objects: its Node, its Lease and the pods bound to it,
-// and they read only their own Node and pods from the mirror. So between
+// Each agent's callbacks (lease renewal, status pass, pod sync, and the
+// shutdown manager's steps that follow a pod sync) touch only that agent's
+// own objects: its Node, its Lease, the pods bound to it, the events it
+// records and the files in its own root directory; and they read only
+// their own Node and pods from the mirror. What spans agents (the at
+// statements, logind's deadline for a machine shutting down) runs on the
+// driving goroutine, as any other timer. So between
 // two callbacks of anything else (a controller pass, a sample), the agents'
 // callbacks may run at once on several goroutines and leave the store in
 // the same state as running them one by one, apart from the order of the

@@ -20,7 +20,7 @@ import (
 // batches on several goroutines: the timelines must match, and so must
 // every Node, Lease and Pod, apart from the revisions they were written at.
 func TestLanesKeepTheOutcome(t *testing.T) {
-	for _, path := range []string{"testdata/stop-start.txt", "../../examples/sim/zone-outage.txt"} {
+	for _, path := range []string{"testdata/stop-start.txt", "../../examples/sim/zone-outage.txt", "../../examples/sim/rolling-reboot.txt"} {
 		t.Run(path, func(t *testing.T) {
 			serial := replayWorld(t, path, Config{Seed: 3, Batch: 1, Workers: 1})
 			lanes := replayWorld(t, path, Config{Seed: 3, Workers: 4})

@@ -44,14 +44,14 @@ func silenceOne(t *testing.T, pods int, d time.Duration) *World {
 		t.Fatal(err)
 	}
 	if pods > 0 {
-		if err := w.AddPods(pods, script.Toleration{}); err != nil {
+		if err := w.AddPods(pods, script.Toleration{}, script.Priority{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := w.RunFor(time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.SetRunning("a", 1, false); err != nil {
+	if err := w.Act(script.Stop, "a", 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.RunFor(d); err != nil {

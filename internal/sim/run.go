@@ -7,10 +7,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"knode/internal/registry/priorityclass"
 	"knode/internal/sim/script"
 )
 
@@ -24,10 +26,19 @@ var PodRequests = corev1.ResourceList{
 // created so far, for the scheduler to place. With tol.Given, each pod
 // tolerates the not-ready and unreachable NoExecute taints for
 // tol.Seconds (or for ever); otherwise DefaultTolerationSeconds admission
-// gives it the defaults.
-func (w *World) AddPods(n int, tol script.Toleration) error {
+// gives it the defaults. With prio.Given, each pod names a PriorityClass
+// of value prio.Value (see priorityClass); otherwise none, so its
+// priority is 0.
+func (w *World) AddPods(n int, tol script.Toleration, prio script.Priority) error {
 	if err := w.start(); err != nil {
 		return err
+	}
+	class := ""
+	if prio.Given {
+		var err error
+		if class, err = w.priorityClass(prio.Value); err != nil {
+			return err
+		}
 	}
 	for range n {
 		w.pods++
@@ -39,7 +50,8 @@ func (w *World) AddPods(n int, tol script.Toleration) error {
 					Image:     "registry.k8s.io/pause:3.10",
 					Resources: corev1.ResourceRequirements{Requests: PodRequests},
 				}},
-				Tolerations: tolerations(tol),
+				Tolerations:       tolerations(tol),
+				PriorityClassName: class,
 			},
 		}
 		if _, err := w.admin.CoreV1().Pods(pod.Namespace).Create(w.ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -65,9 +77,31 @@ func tolerations(tol script.Toleration) []corev1.Toleration {
 	return out
 }
 
-// At sets zone's first count agents (all with 0) running or silent at
-// virtual time t, which must not have passed.
-func (w *World) At(t time.Duration, zone string, count int, running bool) error {
+// priorityClass is the name of a PriorityClass of value v, made on first
+// use: one of the built-in system classes for their values, else
+// priority-<v>.
+func (w *World) priorityClass(v int32) (string, error) {
+	switch v {
+	case script.SystemClusterCritical:
+		return priorityclass.SystemClusterCritical, nil
+	case script.SystemNodeCritical:
+		return priorityclass.SystemNodeCritical, nil
+	}
+	name := "priority-" + strconv.FormatInt(int64(v), 10)
+	if w.classes[name] {
+		return name, nil
+	}
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v}
+	if _, err := w.admin.SchedulingV1().PriorityClasses().Create(w.ctx, pc, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating PriorityClass %s: %w", name, err)
+	}
+	w.classes[name] = true
+	return name, nil
+}
+
+// At applies action to zone's agents at virtual time t, which must not
+// have passed; see Act for the agents from and count name.
+func (w *World) At(t time.Duration, action script.Action, zone string, from, count int) error {
 	if t < w.Now() {
 		return fmt.Errorf("time %v has passed (virtual time is %v)", t, w.Now())
 	}
@@ -75,7 +109,7 @@ func (w *World) At(t time.Duration, zone string, count int, running bool) error 
 		return err
 	}
 	w.after(t-w.Now(), func() {
-		if err := w.SetRunning(zone, count, running); err != nil {
+		if err := w.Act(action, zone, from, count); err != nil {
 			w.fail(err)
 		}
 	})
@@ -110,9 +144,9 @@ func (w *World) Exec(st script.Statement) error {
 	case script.Nodes:
 		return w.AddNodes(st.Zone, st.Count)
 	case script.Pods:
-		return w.AddPods(st.Count, st.Toleration)
+		return w.AddPods(st.Count, st.Toleration, st.Priority)
 	case script.At:
-		return w.At(st.Time, st.Zone, st.Count, st.Action == script.Start)
+		return w.At(st.Time, st.Action, st.Zone, st.From, st.Count)
 	case script.Run:
 		return w.RunFor(st.Duration)
 	default:

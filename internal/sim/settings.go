@@ -3,13 +3,17 @@ package sim
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
 	"knode/internal/admission/defaulttolerationseconds"
 	"knode/internal/agent"
 	"knode/internal/agent/lease"
+	"knode/internal/agent/shutdown"
 	"knode/internal/controller/nodelifecycle"
 )
 
@@ -31,6 +35,11 @@ type Settings struct {
 	NodeLeaseDurationSeconds  int32
 	NodeStatusUpdateFrequency time.Duration
 	NodeStatusReportFrequency time.Duration
+	// Shutdown is the KubeletConfiguration's graceful shutdown fields,
+	// set as shutdown-grace-period, shutdown-grace-period-critical-pods
+	// and shutdown-grace-period-by-pod-priority. The zero value (the
+	// default) turns graceful shutdown off.
+	Shutdown shutdown.Settings
 }
 
 // DefaultSettings are the upstream defaults knode documents.
@@ -67,10 +76,46 @@ func (s *Settings) flags() *pflag.FlagSet {
 	fs.Int32Var(&s.NodeLeaseDurationSeconds, "node-lease-duration-seconds", s.NodeLeaseDurationSeconds, "")
 	fs.DurationVar(&s.NodeStatusUpdateFrequency, "node-status-update-frequency", s.NodeStatusUpdateFrequency, "")
 	fs.DurationVar(&s.NodeStatusReportFrequency, "node-status-report-frequency", s.NodeStatusReportFrequency, "")
+	fs.DurationVar(&s.Shutdown.GracePeriod, "shutdown-grace-period", s.Shutdown.GracePeriod, "")
+	fs.DurationVar(&s.Shutdown.CriticalPods, "shutdown-grace-period-critical-pods", s.Shutdown.CriticalPods, "")
+	fs.Var((*byPriority)(&s.Shutdown.ByPriority), "shutdown-grace-period-by-pod-priority", "")
 	return fs
 }
 
-// Set changes one setting by its flag name, with the flag's syntax.
+// byPriority is shutdownGracePeriodByPodPriority written as a flag value:
+// <priority>:<seconds> pairs separated by commas, such as
+// 0:20,100000:10,2000000000:10.
+type byPriority []kubeletconfig.ShutdownGracePeriodByPodPriority
+
+func (b *byPriority) String() string {
+	parts := make([]string, len(*b))
+	for i, p := range *b {
+		parts[i] = fmt.Sprintf("%d:%d", p.Priority, p.ShutdownGracePeriodSeconds)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (b *byPriority) Set(v string) error {
+	var out byPriority
+	for _, part := range strings.Split(v, ",") {
+		prio, secs, ok := strings.Cut(part, ":")
+		p, perr := strconv.ParseInt(prio, 10, 32)
+		s, serr := strconv.ParseInt(secs, 10, 64)
+		if !ok || perr != nil || serr != nil {
+			return fmt.Errorf("entry %q: must be <priority>:<seconds>, a 32-bit integer and a whole number of seconds (as in 0:20,2000000000:10)", part)
+		}
+		out = append(out, kubeletconfig.ShutdownGracePeriodByPodPriority{Priority: int32(p), ShutdownGracePeriodSeconds: s})
+	}
+	*b = out
+	return nil
+}
+
+func (b *byPriority) Type() string { return "priority:seconds,..." }
+
+// Set changes one setting by its flag name, with the flag's syntax, and
+// checks the rules that concern that setting alone. The shutdown settings
+// depend on one another, so their rules are checked only by Validate, once
+// all are set.
 func (s *Settings) Set(name, value string) error {
 	fs := s.flags()
 	f := fs.Lookup(name)
@@ -82,11 +127,36 @@ func (s *Settings) Set(name, value string) error {
 	if err := fs.Set(name, value); err != nil {
 		return fmt.Errorf("%s=%s: %w", name, value, err)
 	}
-	return s.validate()
+	return s.validateEach()
 }
 
-// validate checks what the components would refuse, naming the flag.
-func (s *Settings) validate() error {
+// Validate checks what the components would refuse, naming the settings.
+func (s *Settings) Validate() error {
+	if err := s.validateEach(); err != nil {
+		return err
+	}
+	if err := s.Shutdown.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", s.shutdownKeys(), err)
+	}
+	return nil
+}
+
+// shutdownKeys names the shutdown settings in effect as key=value pairs,
+// for errors.
+func (s *Settings) shutdownKeys() string {
+	fs := s.flags()
+	var out []string
+	for _, name := range []string{"shutdown-grace-period", "shutdown-grace-period-critical-pods", "shutdown-grace-period-by-pod-priority"} {
+		f := fs.Lookup(name)
+		if v := f.Value.String(); v != "" && v != "0s" {
+			out = append(out, name+"="+v)
+		}
+	}
+	return "shutdown settings " + strings.Join(out, " ")
+}
+
+// validateEach checks the rules of each setting alone, naming the flag.
+func (s *Settings) validateEach() error {
 	positive := []struct {
 		name string
 		v    time.Duration

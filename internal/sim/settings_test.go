@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+
 	"knode/internal/sim"
 )
 
@@ -23,6 +26,14 @@ func TestSettingsSet(t *testing.T) {
 		{name: "not positive", flag: "node-monitor-period", value: "0s", wantErr: "node-monitor-period=0s: must be greater than 0"},
 		{name: "negative rate", flag: "node-eviction-rate", value: "-1", wantErr: "node-eviction-rate=-1: must not be negative"},
 		{name: "threshold above 1", flag: "unhealthy-zone-threshold", value: "1.5", wantErr: "unhealthy-zone-threshold=1.5: must be greater than 0 and at most 1"},
+		{name: "shutdown grace period", flag: "shutdown-grace-period", value: "30s", check: func(s sim.Settings) bool { return s.Shutdown.GracePeriod == 30*time.Second }},
+		{name: "shutdown grace period for critical pods", flag: "shutdown-grace-period-critical-pods", value: "10s", check: func(s sim.Settings) bool { return s.Shutdown.CriticalPods == 10*time.Second }},
+		{name: "shutdown grace period by pod priority", flag: "shutdown-grace-period-by-pod-priority", value: "0:20,100000:10,2000000000:10", check: func(s sim.Settings) bool {
+			return cmp.Equal(s.Shutdown.ByPriority, []kubeletconfig.ShutdownGracePeriodByPodPriority{{Priority: 0, ShutdownGracePeriodSeconds: 20}, {Priority: 100000, ShutdownGracePeriodSeconds: 10}, {Priority: 2000000000, ShutdownGracePeriodSeconds: 10}})
+		}},
+		{name: "shutdown by priority not pairs", flag: "shutdown-grace-period-by-pod-priority", value: "0:20,100000", wantErr: `shutdown-grace-period-by-pod-priority=0:20,100000: invalid argument "0:20,100000" for "--shutdown-grace-period-by-pod-priority" flag: entry "100000": must be <priority>:<seconds>`},
+		{name: "shutdown by priority beyond int32", flag: "shutdown-grace-period-by-pod-priority", value: "3000000000:10", wantErr: `entry "3000000000:10": must be <priority>:<seconds>, a 32-bit integer and a whole number of seconds`},
+		{name: "shutdown grace period not a duration", flag: "shutdown-grace-period", value: "30", wantErr: "shutdown-grace-period=30: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := sim.DefaultSettings()
@@ -57,5 +68,50 @@ func TestSettingsFixedOnceStarted(t *testing.T) {
 	}
 	if got := w.Settings().NodeEvictionRate; got != 0.5 {
 		t.Fatalf("node-eviction-rate = %v, want 0.5", got)
+	}
+}
+
+// The shutdown settings depend on one another: each is checked alone when
+// set, and together (with the kubelet's rules, naming the settings) once
+// the World starts, so their order does not matter.
+func TestShutdownSettingsCheckedTogether(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		settings [][2]string
+		wantErr  string
+	}{
+		{name: "critical set before the whole period", settings: [][2]string{{"shutdown-grace-period-critical-pods", "10s"}, {"shutdown-grace-period", "30s"}}},
+		{name: "off by default"},
+		{name: "critical longer than the whole period", settings: [][2]string{{"shutdown-grace-period", "10s"}, {"shutdown-grace-period-critical-pods", "20s"}},
+			wantErr: "settings: shutdown settings shutdown-grace-period=10s shutdown-grace-period-critical-pods=20s: invalid configuration: shutdownGracePeriodCriticalPods 20s must be <= shutdownGracePeriod 10s"},
+		{name: "below a second", settings: [][2]string{{"shutdown-grace-period", "500ms"}},
+			wantErr: "settings: shutdown settings shutdown-grace-period=500ms: invalid configuration: shutdownGracePeriod 500ms must be either zero or otherwise >= 1 sec"},
+		{name: "priorities and durations", settings: [][2]string{{"shutdown-grace-period", "30s"}, {"shutdown-grace-period-by-pod-priority", "0:10"}},
+			wantErr: "settings: shutdown settings shutdown-grace-period=30s shutdown-grace-period-by-pod-priority=0:10: invalid configuration: Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time"},
+		{name: "a priority twice", settings: [][2]string{{"shutdown-grace-period-by-pod-priority", "0:10,0:20"}},
+			wantErr: "settings: shutdown settings shutdown-grace-period-by-pod-priority=0:10,0:20: invalid configuration: shutdownGracePeriodByPodPriority[1].priority 0 repeats shutdownGracePeriodByPodPriority[0]: each priority may appear once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := sim.New(context.Background(), sim.Config{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			for _, kv := range tc.settings {
+				if err := w.Set(kv[0], kv[1]); err != nil {
+					t.Fatalf("Set(%s, %s) = %v", kv[0], kv[1], err)
+				}
+			}
+			err = w.AddNodes("a", 1)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("AddNodes = %v", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.wantErr {
+				t.Fatalf("AddNodes = %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }

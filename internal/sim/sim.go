@@ -5,8 +5,9 @@
 // What it owns: a World made of a memory store, the real API server (the
 // real registries, authorization and admission chain of knode server), the
 // real node lifecycle controller, taint eviction controller and scheduler,
-// and N real agents (lease renewal, node status, pod worker) on the fake
-// host and the fake runtime, all on one virtual clock (internal/sim/vclock).
+// and N real agents (lease renewal, node status, pod worker and, when
+// configured, graceful node shutdown) on the fake host and the fake
+// runtime, all on one virtual clock (internal/sim/vclock).
 // Clients reach the API server through internal/sim/inproc, over HTTP
 // semantics but without sockets, each agent as its own node identity;
 // only the agents' Lease renewals and status patches skip the wire and
@@ -26,6 +27,24 @@
 // waits on real time, and what runs side by side cannot see each other's
 // writes, so a seed fixes the outcome.
 //
+// Node shutdowns: each node is a machine and the agent process on it.
+// With graceful shutdown configured (the shutdown-grace-period settings),
+// each agent runs the real shutdown manager (internal/agent/shutdown) over
+// an in-memory logind (membus) that grants the delay the manager asks.
+// A shutdown calls the manager's Begin directly (no signal goes through a
+// watch): the node's status is posted at once (Ready False, "node is
+// shutting down"), and the manager is stepped after each pod sync of its
+// agent and at the times it asks. When it releases its delay lock, or
+// logind's delay runs out first, the machine powers off: its agent falls
+// silent as a stopped one does. Without graceful shutdown (the default,
+// as upstream) the machine powers off at once and its pods are not
+// stopped. A start boots a machine that is off: a new boot ID and a new
+// agent process (agent, empty runtime, pod worker, a manager that takes
+// its lock again) that adopts the Node and runs the pods that have not
+// ended; those the shutdown stopped are Failed in the API and stay so.
+// The managers write their state files and reports under a directory of
+// the World's own, removed by Close.
+//
 // Where it departs from a server, on purpose: the pod worker syncs when
 // its pods change and when the fake runtime has something due, not on its
 // 10 s resync as well; the lifecycle controller and taint eviction read a
@@ -38,17 +57,20 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -56,10 +78,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"knode/internal/admission/defaulttolerationseconds"
+	"knode/internal/agent/shutdown"
 	"knode/internal/apiserver"
 	"knode/internal/auth"
 	"knode/internal/controller/nodelifecycle"
 	"knode/internal/controller/tainteviction"
+	"knode/internal/registry/priorityclass"
 	"knode/internal/scheduler"
 	"knode/internal/server"
 	"knode/internal/sim/inproc"
@@ -147,6 +171,13 @@ type World struct {
 	// evicted counts, per zone, the pods taint eviction deleted.
 	evicted     map[string]int
 	evictedUIDs map[types.UID]bool
+	// shutDown counts, per zone, the pods a node shutdown ended.
+	shutDown     map[string]int
+	shutDownUIDs map[types.UID]bool
+	// classes are the PriorityClasses made for the pods statements.
+	classes map[string]bool
+	// dir holds the agents' root directories; "" until one is needed.
+	dir string
 	// marks holds, per zone, the exact times the summary reports.
 	marks      map[string]*zoneMarks
 	samples    []timeline.Row
@@ -162,11 +193,12 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		byName: map[string]*simAgent{}, zones: map[string][]*simAgent{}, kicks: map[string]bool{},
 		changedNodes: map[string]bool{}, untainted: map[string]bool{}, changedPods: map[types.NamespacedName]bool{},
 		evicted: map[string]int{}, evictedUIDs: map[types.UID]bool{}, laneRank: map[int]int{},
+		shutDown: map[string]int{}, shutDownUIDs: map[types.UID]bool{}, classes: map[string]bool{},
 		marks: map[string]*zoneMarks{},
 	}
 	if cfg.Settings != nil {
 		w.settings = *cfg.Settings
-		if err := w.settings.validate(); err != nil {
+		if err := w.settings.Validate(); err != nil {
 			return nil, err
 		}
 	}
@@ -212,6 +244,12 @@ func (w *World) build() error {
 	if err := api.EnsureNamespaces(w.ctx); err != nil {
 		return err
 	}
+	// The built-in PriorityClasses, as knode server makes them.
+	for _, pc := range priorityclass.System() {
+		if _, err := api.Create(w.ctx, schedulingv1.SchemeGroupVersion.WithResource("priorityclasses"), pc); err != nil {
+			return fmt.Errorf("creating PriorityClass %s: %w", pc.Name, err)
+		}
+	}
 	if w.admin, err = w.client(adminToken); err != nil {
 		return err
 	}
@@ -242,10 +280,14 @@ func (w *World) Set(name, value string) error {
 	return w.settings.Set(name, value)
 }
 
-// start builds the controllers and sets their timers, once.
+// start builds the controllers and sets their timers, once. The settings
+// are fixed from then on, and checked as a whole.
 func (w *World) start() error {
 	if w.started() {
 		return nil
+	}
+	if err := w.settings.Validate(); err != nil {
+		return fmt.Errorf("settings: %w", err)
 	}
 	if err := w.build(); err != nil {
 		return err
@@ -397,6 +439,7 @@ func (w *World) nodeChanged(old, cur *corev1.Node) {
 // podChanged implements observer.
 func (w *World) podChanged(old, cur *corev1.Pod) {
 	w.countEviction(cur, old)
+	w.countShutdown(cur)
 	if !w.started() {
 		return
 	}
@@ -454,6 +497,17 @@ func (w *World) countEviction(cur, old *corev1.Pod) {
 			return
 		}
 	}
+}
+
+// countShutdown counts a pod the first time it is seen Failed by a node
+// shutdown (reason Terminated, which only the shutdown manager writes), in
+// its node's zone.
+func (w *World) countShutdown(cur *corev1.Pod) {
+	if cur == nil || cur.Status.Phase != corev1.PodFailed || cur.Status.Reason != shutdown.ReasonTerminated || w.shutDownUIDs[cur.UID] {
+		return
+	}
+	w.shutDownUIDs[cur.UID] = true
+	w.shutDown[w.zoneOf(cur.Spec.NodeName)]++
 }
 
 // zoneMarks are a zone's NoExecute taints and first eviction as they
@@ -641,13 +695,18 @@ func (w *World) Snapshot() []timeline.Row {
 	get := func(zone string) *timeline.Row {
 		s := byZone[zone]
 		if s == nil {
-			s = &timeline.Row{TimeS: int64(w.Now() / time.Second), Zone: zone, PodsEvicted: w.evicted[zone]}
+			s = &timeline.Row{TimeS: int64(w.Now() / time.Second), Zone: zone, PodsEvicted: w.evicted[zone], PodsShutDown: w.shutDown[zone]}
 			byZone[zone] = s
 		}
 		return s
 	}
-	for zone := range w.zones {
-		get(zone)
+	for zone, agents := range w.zones {
+		s := get(zone)
+		for _, a := range agents {
+			if a.power != poweredOn {
+				s.ShuttingDown++
+			}
+		}
 	}
 	for _, n := range w.mirror.nodes {
 		s := get(n.Labels[corev1.LabelTopologyZone])
@@ -665,7 +724,7 @@ func (w *World) Snapshot() []timeline.Row {
 		}
 	}
 	for _, p := range w.mirror.pods {
-		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		get(w.zoneOf(p.Spec.NodeName)).Pods++
@@ -686,12 +745,17 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 	return corev1.ConditionUnknown
 }
 
-// Close stops the API server's caches and releases the store.
+// Close stops the API server's caches, releases the store and removes the
+// agents' root directories.
 func (w *World) Close() error {
 	if w.api != nil {
 		w.api.Close()
 	}
-	return w.store.Close()
+	err := w.store.Close()
+	if w.dir != "" {
+		err = errors.Join(err, os.RemoveAll(w.dir))
+	}
+	return err
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -185,3 +185,16 @@ func TestPodsLeave300sAfterTaint(t *testing.T) {
 		t.Errorf("pods evicted %v after the taint, want 300s", got)
 	}
 }
+
+func TestRollingRebootEndsZoneBPods(t *testing.T) {
+	z := zones(t, "rolling-reboot")
+	b := z["b"]
+	if b.MaxShuttingDown != 5 || b.MaxSilent != 5 || b.PodsShutDown != 100 || b.Evicted != 0 || b.Pods != 0 {
+		t.Errorf("zone b: %+v; want at most 5 shutting down and 5 not Ready, its 100 pods ended by the shutdowns, none evicted, none left", b)
+	}
+	for _, name := range []string{"a", "c"} {
+		if zs := z[name]; zs.MaxShuttingDown != 0 || zs.PodsShutDown != 0 || zs.MaxSilent != 0 || zs.Pods != 100 {
+			t.Errorf("zone %s: %+v; want untouched, 100 pods", name, zs)
+		}
+	}
+}

@@ -24,7 +24,10 @@ type ZoneSummary struct {
 	// of them seen at FirstEvicted.
 	Evicted      int
 	FirstEvicted time.Duration
-	// Pods is the pods bound in the zone at the end.
+	// MaxShuttingDown is the most nodes shutting down or off at once;
+	// PodsShutDown the pods a node shutdown ended.
+	MaxShuttingDown, PodsShutDown int
+	// Pods is the pods bound in the zone, and not ended, at the end.
 	Pods int
 }
 
@@ -49,8 +52,9 @@ func Summarize(rows []timeline.Row) []ZoneSummary {
 			byZone[r.Zone] = z
 		}
 		at := time.Duration(r.TimeS) * time.Second
-		z.Nodes, z.Pods, z.Evicted = r.Nodes, r.Pods, r.PodsEvicted
+		z.Nodes, z.Pods, z.Evicted, z.PodsShutDown = r.Nodes, r.Pods, r.PodsEvicted, r.PodsShutDown
 		z.MaxSilent = max(z.MaxSilent, r.NotReady+r.Unknown)
+		z.MaxShuttingDown = max(z.MaxShuttingDown, r.ShuttingDown)
 		if r.NoExecuteTainted > 0 && z.MaxTainted == 0 {
 			z.FirstTainted = at
 		}
@@ -68,7 +72,8 @@ func Summarize(rows []timeline.Row) []ZoneSummary {
 	return out
 }
 
-// WriteSummary prints the summaries, one line per zone.
+// WriteSummary prints the summaries, one line per zone. Shutdowns are
+// only mentioned for a zone that had some.
 func WriteSummary(w io.Writer, zones []ZoneSummary) error {
 	for _, z := range zones {
 		line := fmt.Sprintf("zone %s: %d nodes, at most %d not Ready", z.Zone, z.Nodes, z.MaxSilent)
@@ -84,6 +89,9 @@ func WriteSummary(w io.Writer, zones []ZoneSummary) error {
 			line += ", no pod evicted"
 		} else {
 			line += fmt.Sprintf(", %d pods evicted from %v", z.Evicted, z.FirstEvicted)
+		}
+		if z.MaxShuttingDown > 0 || z.PodsShutDown > 0 {
+			line += fmt.Sprintf(", at most %d shutting down or off, %d pods ended by the shutdowns", z.MaxShuttingDown, z.PodsShutDown)
 		}
 		line += fmt.Sprintf(", %d pods running at the end\n", z.Pods)
 		if _, err := io.WriteString(w, line); err != nil {

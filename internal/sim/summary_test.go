@@ -1,10 +1,14 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+
+	"knode/internal/sim/timeline"
 )
 
 // The summary reports a zone's taint and eviction times as they happened,
@@ -35,5 +39,28 @@ func TestSummaryTimesAreExact(t *testing.T) {
 	}
 	if a.Evicted == 0 || a.FirstEvicted != added+300*time.Second {
 		t.Errorf("zone a: %d evicted, first at %v; want the pods of a-1 at %v", a.Evicted, a.FirstEvicted, added+300*time.Second)
+	}
+}
+
+// Shutdowns appear in a zone's line only when the zone had some: the most
+// nodes shutting down or off at once, and the pods the shutdowns ended.
+func TestWriteSummaryShutdowns(t *testing.T) {
+	rows := []timeline.Row{
+		{TimeS: 0, Zone: "a", Nodes: 2, Ready: 2, Pods: 4},
+		{TimeS: 0, Zone: "b", Nodes: 2, Ready: 2, Pods: 4},
+		{TimeS: 10, Zone: "a", Nodes: 2, Ready: 2, Pods: 4},
+		{TimeS: 10, Zone: "b", Nodes: 2, Ready: 1, NotReady: 1, Pods: 2, ShuttingDown: 1, PodsShutDown: 2},
+		{TimeS: 20, Zone: "a", Nodes: 2, Ready: 2, Pods: 4},
+		{TimeS: 20, Zone: "b", Nodes: 2, Ready: 1, Unknown: 1, Pods: 0, ShuttingDown: 2, PodsShutDown: 4},
+		{TimeS: 30, Zone: "b", Nodes: 2, Ready: 2, Pods: 0, PodsShutDown: 4},
+	}
+	var b strings.Builder
+	if err := WriteSummary(&b, Summarize(rows)); err != nil {
+		t.Fatal(err)
+	}
+	want := "zone a: 2 nodes, at most 0 not Ready, none tainted NoExecute, no pod evicted, 4 pods running at the end\n" +
+		"zone b: 2 nodes, at most 1 not Ready, none tainted NoExecute, no pod evicted, at most 2 shutting down or off, 4 pods ended by the shutdowns, 0 pods running at the end\n"
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
 	}
 }

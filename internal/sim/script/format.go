@@ -58,12 +58,18 @@ func (s Pods) String() string {
 	default:
 		out += " toleration=" + strconv.FormatInt(s.Toleration.Seconds, 10)
 	}
+	if s.Priority.Given {
+		out += " priority=" + strconv.FormatInt(int64(s.Priority.Value), 10)
+	}
 	return out
 }
 
 // String prints the statement in canonical form.
 func (s At) String() string {
 	out := "at " + formatDuration(s.Time) + " " + string(s.Action) + " zone=" + s.Zone
+	if s.From > 0 {
+		out += " from=" + strconv.Itoa(s.From)
+	}
 	if s.Count > 0 {
 		out += " count=" + strconv.Itoa(s.Count)
 	}

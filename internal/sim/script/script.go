@@ -8,18 +8,28 @@
 //
 //	set <flag>=<value> ...                one or more settings, by upstream flag name
 //	nodes <n> zone=<z>                    n nodes named <z>-1 … <z>-<n> in zone z
-//	pods <n> [toleration=<seconds>|forever]
-//	at <t> stop zone=<z> [count=<k>]      from virtual time t the agents of zone z
-//	                                      (the first k by index, or all) fall silent
-//	at <t> start zone=<z> [count=<k>]     they come back
+//	pods <n> [toleration=<seconds>|forever] [priority=<p>]
+//	at <t> stop zone=<z> [from=<i>] [count=<k>]
+//	                                      from virtual time t the agents of zone z
+//	                                      fall silent: the k nodes from index i
+//	                                      (i defaults to 1, k to the rest of the zone)
+//	at <t> start zone=<z> [from=<i>] [count=<k>]
+//	                                      they come back (a node that was shut
+//	                                      down boots)
+//	at <t> shutdown zone=<z> [from=<i>] [count=<k>]
+//	                                      their machines shut down
 //	run <duration>                        advance virtual time
+//
+// A pod priority is a PriorityClass value: at most 1000000000 (a class a user
+// may define), or 2000000000 or 2000001000 (the built-in
+// system-cluster-critical and system-node-critical).
 //
 // Times and durations are Go durations (90s, 10m, 1h). Parse checks every
 // line and reports every problem it finds, each one naming file:line, the
 // statement, the field and the rule. Beyond the syntax it checks what a whole
 // script must satisfy by itself: a zone is declared by one nodes statement
 // only (node names derive from it), and an at statement names a declared
-// zone and no more nodes than the zone has.
+// zone and only nodes the zone has.
 //
 // What callers must do: interpret the statements in order. Statements holds
 // values (Set, Nodes, Pods, At, Run), never pointers, so a type switch must
@@ -88,7 +98,26 @@ type Pods struct {
 	At         Pos
 	Count      int // at least 1
 	Toleration Toleration
+	Priority   Priority
 }
+
+// Priority is the PriorityClass value the pods get.
+type Priority struct {
+	// Given is false when the script names no priority: the pods name no
+	// PriorityClass, so their priority is 0.
+	Given bool
+	// Value is from 0 to MaxUserPriority, or SystemClusterCritical or
+	// SystemNodeCritical; meaningful only when Given.
+	Value int32
+}
+
+// The pod priorities a script may name: any value a user-defined
+// PriorityClass may have, and the two built-in classes'.
+const (
+	MaxUserPriority       int32 = 1000000000
+	SystemClusterCritical int32 = 2000000000
+	SystemNodeCritical    int32 = 2000001000
+)
 
 // Toleration is how long the pods tolerate the not-ready and unreachable
 // NoExecute taints.
@@ -109,17 +138,23 @@ type Action string
 const (
 	// Stop silences the agents: they stop posting status and renewing leases.
 	Stop Action = "stop"
-	// Start brings silenced agents back.
+	// Start brings silenced agents back, and boots machines that were
+	// shut down.
 	Start Action = "start"
+	// Shutdown shuts the machines down.
+	Shutdown Action = "shutdown"
 )
 
 // At schedules an action on a zone's agents at an absolute virtual time.
+// It applies to the nodes From, From+1, …: Count of them, or all the rest
+// of the zone.
 type At struct {
 	At     Pos
 	Time   time.Duration // since the start of the scenario; at least 0
 	Action Action
 	Zone   string
-	Count  int // the first Count nodes by index; 0 means all of the zone
+	From   int // index of the first node (1 is <zone>-1); 0 means 1
+	Count  int // how many nodes from From; 0 means to the end of the zone
 }
 
 // Run advances virtual time by Duration.
@@ -158,8 +193,8 @@ func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
 const (
 	usageSet   = "set <flag>=<value> ..."
 	usageNodes = "nodes <n> zone=<z>"
-	usagePods  = "pods <n> [toleration=<seconds>|forever]"
-	usageAt    = "at <t> stop|start zone=<z> [count=<k>]"
+	usagePods  = "pods <n> [toleration=<seconds>|forever] [priority=<p>]"
+	usageAt    = "at <t> stop|start|shutdown zone=<z> [from=<i>] [count=<k>]"
 	usageRun   = "run <duration>"
 )
 
@@ -329,7 +364,7 @@ func parseNodes(e *statementErrors, at Pos, tokens []string) Statement {
 
 func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
 	s := Pods{At: at}
-	pos, kv := args(e, tokens, 1, usagePods, "toleration")
+	pos, kv := args(e, tokens, 1, usagePods, "toleration", "priority")
 	if len(pos) == 0 {
 		e.add("missing count (want %s)", usagePods)
 	} else {
@@ -345,12 +380,20 @@ func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
 			e.add("toleration %q: must be a whole number of seconds or \"forever\"", v)
 		}
 	}
+	if v, ok := kv["priority"]; ok {
+		n, ok := wholeNumber(v)
+		if ok && (n <= int(MaxUserPriority) || n == int(SystemClusterCritical) || n == int(SystemNodeCritical)) {
+			s.Priority = Priority{Given: true, Value: int32(n)}
+		} else {
+			e.add("priority %q: must be a whole number up to %d (a user-defined PriorityClass), or %d (system-cluster-critical) or %d (system-node-critical)", v, MaxUserPriority, SystemClusterCritical, SystemNodeCritical)
+		}
+	}
 	return s
 }
 
 func parseAt(e *statementErrors, at Pos, tokens []string) Statement {
 	s := At{At: at}
-	pos, kv := args(e, tokens, 2, usageAt, "zone", "count")
+	pos, kv := args(e, tokens, 2, usageAt, "zone", "from", "count")
 	if len(pos) == 0 {
 		e.add("missing time (want %s)", usageAt)
 	} else {
@@ -361,13 +404,13 @@ func parseAt(e *statementErrors, at Pos, tokens []string) Statement {
 		s.Time = d
 	}
 	if len(pos) < 2 {
-		e.add("missing action stop or start (want %s)", usageAt)
+		e.add("missing action stop, start or shutdown (want %s)", usageAt)
 	} else {
 		switch a := Action(pos[1]); a {
-		case Stop, Start:
+		case Stop, Start, Shutdown:
 			s.Action = a
 		default:
-			e.add("action %q: must be stop or start", pos[1])
+			e.add("action %q: must be stop, start or shutdown", pos[1])
 		}
 	}
 	if zone, ok := kv["zone"]; ok {
@@ -375,6 +418,9 @@ func parseAt(e *statementErrors, at Pos, tokens []string) Statement {
 		s.Zone = zone
 	} else {
 		e.add("missing zone=<z> (want %s)", usageAt)
+	}
+	if v, ok := kv["from"]; ok {
+		s.From = count(e, "from", v)
 	}
 	if v, ok := kv["count"]; ok {
 		s.Count = count(e, "count", v)
@@ -463,6 +509,10 @@ func (p *parser) crossCheck() {
 		case !ok && p.broken[a.Zone]:
 		case !ok:
 			p.errs = append(p.errs, &Error{Pos: a.At, Msg: fmt.Sprintf("at: zone %q: no nodes statement declares this zone", a.Zone)})
+		case a.From > n.Count:
+			p.errs = append(p.errs, &Error{Pos: a.At, Msg: fmt.Sprintf("at: from %d: zone %q has only %d nodes (declared at %s)", a.From, a.Zone, n.Count, n.At)})
+		case a.From > 1 && a.Count > n.Count-a.From+1:
+			p.errs = append(p.errs, &Error{Pos: a.At, Msg: fmt.Sprintf("at: from %d count %d: zone %q has only %d nodes, so at most %d from node %d (declared at %s)", a.From, a.Count, a.Zone, n.Count, n.Count-a.From+1, a.From, n.At)})
 		case a.Count > n.Count:
 			p.errs = append(p.errs, &Error{Pos: a.At, Msg: fmt.Sprintf("at: count %d: zone %q has only %d nodes (declared at %s)", a.Count, a.Zone, n.Count, n.At)})
 		}

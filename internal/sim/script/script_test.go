@@ -33,8 +33,11 @@ nodes 3 zone=a
 pods 10
 pods 2 toleration=0
 pods 1 toleration=forever
+pods 3 priority=2000000000 toleration=60
 at 0s stop zone=a count=2
 at 90s start zone=a
+at 2m shutdown zone=a from=2 count=2
+at 3m start zone=a from=3
 run 1h
 `,
 			want: []Statement{
@@ -43,9 +46,12 @@ run 1h
 				Pods{At: pos(3), Count: 10},
 				Pods{At: pos(4), Count: 2, Toleration: Toleration{Given: true, Seconds: 0}},
 				Pods{At: pos(5), Count: 1, Toleration: Toleration{Given: true, Forever: true}},
-				At{At: pos(6), Time: 0, Action: Stop, Zone: "a", Count: 2},
-				At{At: pos(7), Time: 90 * time.Second, Action: Start, Zone: "a"},
-				Run{At: pos(8), Duration: time.Hour},
+				Pods{At: pos(6), Count: 3, Toleration: Toleration{Given: true, Seconds: 60}, Priority: Priority{Given: true, Value: 2000000000}},
+				At{At: pos(7), Time: 0, Action: Stop, Zone: "a", Count: 2},
+				At{At: pos(8), Time: 90 * time.Second, Action: Start, Zone: "a"},
+				At{At: pos(9), Time: 2 * time.Minute, Action: Shutdown, Zone: "a", From: 2, Count: 2},
+				At{At: pos(10), Time: 3 * time.Minute, Action: Start, Zone: "a", From: 3},
+				Run{At: pos(11), Duration: time.Hour},
 			},
 		},
 		{
@@ -75,6 +81,24 @@ run 1h
 			want: []Statement{
 				Nodes{At: pos(1), Count: 4, Zone: "a"},
 				At{At: pos(2), Time: time.Minute, Action: Stop, Zone: "a", Count: 4},
+			},
+		},
+		{
+			name: "from and count reach exactly the last node",
+			in:   "nodes 10 zone=b\nat 1m shutdown zone=b from=6 count=5\nat 2m start zone=b from=10",
+			want: []Statement{
+				Nodes{At: pos(1), Count: 10, Zone: "b"},
+				At{At: pos(2), Time: time.Minute, Action: Shutdown, Zone: "b", From: 6, Count: 5},
+				At{At: pos(3), Time: 2 * time.Minute, Action: Start, Zone: "b", From: 10},
+			},
+		},
+		{
+			name: "priority bounds",
+			in:   "pods 1 priority=0\npods 1 priority=1000000000\npods 1 priority=2000001000",
+			want: []Statement{
+				Pods{At: pos(1), Count: 1, Priority: Priority{Given: true, Value: 0}},
+				Pods{At: pos(2), Count: 1, Priority: Priority{Given: true, Value: 1000000000}},
+				Pods{At: pos(3), Count: 1, Priority: Priority{Given: true, Value: 2000001000}},
 			},
 		},
 		{
@@ -141,17 +165,31 @@ func TestParseErrors(t *testing.T) {
 		{name: "pods negative toleration", in: "pods 3 toleration=-1", want: []string{
 			`s.txt:1: pods: toleration "-1": must be a whole number of seconds or "forever"`}},
 		{name: "pods missing count", in: "pods toleration=5", want: []string{
-			`s.txt:1: pods: missing count (want pods <n> [toleration=<seconds>|forever])`}},
+			`s.txt:1: pods: missing count (want pods <n> [toleration=<seconds>|forever] [priority=<p>])`}},
+		{name: "pods priority above user classes", in: "pods 3 priority=1000000001", want: []string{
+			`s.txt:1: pods: priority "1000000001": must be a whole number up to 1000000000 (a user-defined PriorityClass), or 2000000000 (system-cluster-critical) or 2000001000 (system-node-critical)`}},
+		{name: "pods priority negative", in: "pods 3 priority=-1", want: []string{
+			`s.txt:1: pods: priority "-1": must be a whole number up to 1000000000 (a user-defined PriorityClass), or 2000000000 (system-cluster-critical) or 2000001000 (system-node-critical)`}},
+		{name: "pods priority not a number", in: "pods 3 priority=high", want: []string{
+			`s.txt:1: pods: priority "high": must be a whole number up to 1000000000 (a user-defined PriorityClass), or 2000000000 (system-cluster-critical) or 2000001000 (system-node-critical)`}},
 		{name: "at negative time", in: "nodes 1 zone=a\n\n\n\n\n\nat -5s stop zone=a", want: []string{
 			`s.txt:7: at: time "-5s": must be a non-negative Go duration such as 90s or 10m`}},
 		{name: "at time without unit", in: "nodes 1 zone=a\nat 10 stop zone=a", want: []string{
 			`s.txt:2: at: time "10": must be a non-negative Go duration such as 90s or 10m`}},
 		{name: "at bad action", in: "nodes 1 zone=a\nat 10s pause zone=a", want: []string{
-			`s.txt:2: at: action "pause": must be stop or start`}},
+			`s.txt:2: at: action "pause": must be stop, start or shutdown`}},
 		{name: "at missing all", in: "at", want: []string{
-			`s.txt:1: at: missing time (want at <t> stop|start zone=<z> [count=<k>])`,
-			`s.txt:1: at: missing action stop or start (want at <t> stop|start zone=<z> [count=<k>])`,
-			`s.txt:1: at: missing zone=<z> (want at <t> stop|start zone=<z> [count=<k>])`}},
+			`s.txt:1: at: missing time (want at <t> stop|start|shutdown zone=<z> [from=<i>] [count=<k>])`,
+			`s.txt:1: at: missing action stop, start or shutdown (want at <t> stop|start|shutdown zone=<z> [from=<i>] [count=<k>])`,
+			`s.txt:1: at: missing zone=<z> (want at <t> stop|start|shutdown zone=<z> [from=<i>] [count=<k>])`}},
+		{name: "at from zero", in: "nodes 1 zone=a\nat 1s shutdown zone=a from=0", want: []string{
+			`s.txt:2: at: from "0": must be a positive integer`}},
+		{name: "at from beyond zone", in: "nodes 10 zone=a\nat 1s shutdown zone=a from=11", want: []string{
+			`s.txt:2: at: from 11: zone "a" has only 10 nodes (declared at s.txt:1)`}},
+		{name: "at from and count beyond zone", in: "nodes 10 zone=a\nat 1s start zone=a from=6 count=6", want: []string{
+			`s.txt:2: at: from 6 count 6: zone "a" has only 10 nodes, so at most 5 from node 6 (declared at s.txt:1)`}},
+		{name: "at from 1 and count beyond zone", in: "nodes 3 zone=a\nat 1s stop zone=a from=1 count=4", want: []string{
+			`s.txt:2: at: count 4: zone "a" has only 3 nodes (declared at s.txt:1)`}},
 		{name: "at count zero", in: "nodes 1 zone=a\nat 1s stop zone=a count=0", want: []string{
 			`s.txt:2: at: count "0": must be a positive integer`}},
 		{name: "at undeclared zone", in: "nodes 1 zone=a\nat 1s stop zone=b", want: []string{
@@ -289,6 +327,7 @@ func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"",
 		"set a=1 b=c=d\nnodes 3 zone=a\npods 10 toleration=300\nat 90s stop zone=a count=2\nat 10m start zone=a\nrun 1h\n",
+		"nodes 10 zone=b\npods 5 priority=2000000000\nat 1m shutdown zone=b from=6 count=5\nat 3m start zone=b from=6\n",
 		"nodes 1 zone=a # c\r\nat 0 start zone=a\n",
 		"pods 1 toleration=forever\nrun 1.5h\n",
 		"nodes x\nat -1s\nrun 0\nset --a=b\n",

@@ -16,8 +16,8 @@ import (
 const (
 	svgWidth    = 1000
 	plotLeft    = 70  // room for the node count axis
-	plotRight   = 915 // leaves room for the pods evicted axis
-	headerH     = 76  // title and legend
+	plotRight   = 915 // leaves room for the pods axis
+	headerH     = 94  // title and legend (a row for each axis)
 	panelTitleH = 26
 	plotH       = 160
 	panelGapH   = 18
@@ -33,7 +33,7 @@ type series struct {
 	color string
 	dash  string // stroke-dasharray; "" for solid
 	width string
-	right bool // on the pods evicted axis instead of the node axis
+	right bool // on the pods axis instead of the node axis
 	value func(Row) int
 }
 
@@ -42,13 +42,19 @@ var allSeries = []series{
 	{label: "not_ready", color: "#d62728", width: "2", value: func(r Row) int { return r.NotReady }},
 	{label: "unknown", color: "#ff7f0e", width: "2", value: func(r Row) int { return r.Unknown }},
 	{label: "noexecute_tainted", color: "#9467bd", dash: "6 3", width: "1.5", value: func(r Row) int { return r.NoExecuteTainted }},
+	{label: "shutting_down", color: "#8c564b", dash: "2 2", width: "2", value: func(r Row) int { return r.ShuttingDown }},
 	{label: "pods_evicted (cumulative, right axis)", color: "#1f77b4", width: "1.5", right: true, value: func(r Row) int { return r.PodsEvicted }},
+	{label: "pods_shut_down (cumulative, right axis)", color: "#17becf", dash: "6 3", width: "1.5", right: true, value: func(r Row) int { return r.PodsShutDown }},
 }
+
+// rightAxisColor draws the pods axis, which two series share.
+const rightAxisColor = "#444"
 
 // WriteSVG draws rows as one panel per zone, stacked in zone order and
 // sharing a time axis in minutes. Each panel plots the ready, not_ready and
-// unknown node counts and noexecute_tainted against a node axis on the
-// left, and pods_evicted against its own axis on the right, as step lines
+// unknown node counts, noexecute_tainted and shutting_down against a node
+// axis on the left, and pods_evicted and pods_shut_down against a pods
+// axis on the right, as step lines
 // (a value holds until the next sample). title goes on top. The output is
 // self-contained and byte-identical for equal input; rows is not modified.
 func WriteSVG(w io.Writer, rows []Row, title string) error {
@@ -158,28 +164,35 @@ func nice(maxV float64, n int, integer bool) (top, step float64) {
 	return top, step
 }
 
+// writeLegend lists the node axis's series on one row and the pods
+// axis's on the next.
 func writeLegend(b *bytes.Buffer) {
-	const y = 54
-	x := float64(plotLeft)
-	for _, s := range allSeries {
-		fmt.Fprintf(b, "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" %s/>\n", num(x), y-4, num(x+24), y-4, stroke(s))
-		fmt.Fprintf(b, "<text x=\"%s\" y=\"%d\">%s</text>\n", num(x+30), y, escape(s.label))
-		// Estimated width of the label at font-size 12, plus a gap.
-		x += 30 + 7*float64(len(s.label)) + 24
+	for row, right := range []bool{false, true} {
+		y := 54 + 18*row
+		x := float64(plotLeft)
+		for _, s := range allSeries {
+			if s.right != right {
+				continue
+			}
+			fmt.Fprintf(b, "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" %s/>\n", num(x), y-4, num(x+24), y-4, stroke(s))
+			fmt.Fprintf(b, "<text x=\"%s\" y=\"%d\">%s</text>\n", num(x+30), y, escape(s.label))
+			// Estimated width of the label at font-size 12, plus a gap.
+			x += 30 + 7*float64(len(s.label)) + 24
+		}
 	}
 }
 
 func writePanel(b *bytes.Buffer, x axis, top int, z zoneRows, last bool) {
 	plotTop := float64(top + panelTitleH)
 	plotBottom := plotTop + plotH
-	maxNodes, maxEvicted := 0, 0
+	maxNodes, maxPods := 0, 0
 	for _, r := range z.rows {
-		maxNodes = max(maxNodes, r.Nodes, r.Ready, r.NotReady, r.Unknown, r.NoExecuteTainted)
-		maxEvicted = max(maxEvicted, r.PodsEvicted)
+		maxNodes = max(maxNodes, r.Nodes, r.Ready, r.NotReady, r.Unknown, r.NoExecuteTainted, r.ShuttingDown)
+		maxPods = max(maxPods, r.PodsEvicted, r.PodsShutDown)
 	}
 	yTop, yStep := nice(float64(maxNodes), yTicks, true)
 	left := axis{top: yTop, step: yStep, from: plotBottom, to: plotTop}
-	rTop, rStep := nice(float64(maxEvicted), yTicks, true)
+	rTop, rStep := nice(float64(maxPods), yTicks, true)
 	right := axis{top: rTop, step: rStep, from: plotBottom, to: plotTop}
 
 	name := z.zone
@@ -188,8 +201,8 @@ func writePanel(b *bytes.Buffer, x axis, top int, z zoneRows, last bool) {
 	}
 	end := z.rows[len(z.rows)-1]
 	fmt.Fprintf(b, "<g>\n<text x=\"%d\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">%s</text>\n", plotLeft, top+18, escape(name))
-	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#444\">at %s min: %d nodes, %d ready, %d not_ready, %d unknown, %d tainted; %d pods, %d evicted</text>\n",
-		plotRight, top+18, tick(float64(end.TimeS)/60), end.Nodes, end.Ready, end.NotReady, end.Unknown, end.NoExecuteTainted, end.Pods, end.PodsEvicted)
+	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#444\">at %s min: %d nodes, %d ready, %d not_ready, %d unknown, %d tainted, %d shutting down; %d pods, %d evicted, %d shut down</text>\n",
+		plotRight, top+18, tick(float64(end.TimeS)/60), end.Nodes, end.Ready, end.NotReady, end.Unknown, end.NoExecuteTainted, end.ShuttingDown, end.Pods, end.PodsEvicted, end.PodsShutDown)
 
 	// Grid and tick labels.
 	for _, v := range x.ticks() {
@@ -204,16 +217,15 @@ func writePanel(b *bytes.Buffer, x axis, top int, z zoneRows, last bool) {
 		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"#e5e5e5\"/>\n", plotLeft, py, plotRight, py)
 		fmt.Fprintf(b, "<text x=\"%d\" y=\"%s\" text-anchor=\"end\">%s</text>\n", plotLeft-6, num(left.pos(v)+4), tick(v))
 	}
-	evicted := allSeries[len(allSeries)-1].color
 	for _, v := range right.ticks() {
 		py := num(right.pos(v))
-		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"%s\"/>\n", plotRight, py, plotRight+4, py, evicted)
-		fmt.Fprintf(b, "<text x=\"%d\" y=\"%s\" fill=\"%s\">%s</text>\n", plotRight+7, num(right.pos(v)+4), evicted, tick(v))
+		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"%s\"/>\n", plotRight, py, plotRight+4, py, rightAxisColor)
+		fmt.Fprintf(b, "<text x=\"%d\" y=\"%s\" fill=\"%s\">%s</text>\n", plotRight+7, num(right.pos(v)+4), rightAxisColor, tick(v))
 	}
 	fmt.Fprintf(b, "<rect x=\"%d\" y=\"%s\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", plotLeft, num(plotTop), plotRight-plotLeft, plotH)
 	mid := num(plotTop + plotH/2)
 	fmt.Fprintf(b, "<text x=\"22\" y=\"%s\" text-anchor=\"middle\" transform=\"rotate(-90 22 %s)\">nodes</text>\n", mid, mid)
-	fmt.Fprintf(b, "<text x=\"%d\" y=\"%s\" text-anchor=\"middle\" fill=\"%s\" transform=\"rotate(90 %d %s)\">pods evicted</text>\n", svgWidth-18, mid, evicted, svgWidth-18, mid)
+	fmt.Fprintf(b, "<text x=\"%d\" y=\"%s\" text-anchor=\"middle\" fill=\"%s\" transform=\"rotate(90 %d %s)\">pods (cumulative)</text>\n", svgWidth-18, mid, rightAxisColor, svgWidth-18, mid)
 
 	// The series, each as a step line: a value holds until the next sample.
 	for _, s := range allSeries {

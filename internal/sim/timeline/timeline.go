@@ -23,7 +23,7 @@ import (
 )
 
 // Header is the first line of every timeline CSV, exactly.
-const Header = "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted"
+const Header = "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down"
 
 // ErrFormat marks every error ReadCSV returns for bad content (as opposed
 // to a failing reader).
@@ -36,10 +36,16 @@ type Row struct {
 	// Node counts at TimeS: all nodes of the zone, then by Ready condition
 	// status, then those carrying a NoExecute taint.
 	Nodes, Ready, NotReady, Unknown, NoExecuteTainted int
-	// Pods is the number of pods bound to the zone's nodes at TimeS;
-	// PodsEvicted counts the zone's pods evicted since the start
-	// (cumulative, so it never decreases along a zone's rows).
+	// Pods is the number of pods bound to the zone's nodes at TimeS that
+	// have not finished (Succeeded or Failed); PodsEvicted counts the
+	// zone's pods evicted since the start (cumulative, so it never
+	// decreases along a zone's rows).
 	Pods, PodsEvicted int
+	// ShuttingDown is the zone's nodes whose machine is shutting down or
+	// has shut down and not booted again at TimeS; PodsShutDown counts
+	// the zone's pods that a node shutdown ended (Failed, reason
+	// Terminated) since the start, cumulative like PodsEvicted.
+	ShuttingDown, PodsShutDown int
 }
 
 var header = strings.Split(Header, ",")
@@ -56,6 +62,8 @@ func (r Row) fields() []string {
 		strconv.Itoa(r.NoExecuteTainted),
 		strconv.Itoa(r.Pods),
 		strconv.Itoa(r.PodsEvicted),
+		strconv.Itoa(r.ShuttingDown),
+		strconv.Itoa(r.PodsShutDown),
 	}
 }
 
@@ -77,7 +85,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 }
 
 // ReadCSV reads what WriteCSV writes. It is strict: the first line must be
-// Header exactly, every line has all nine fields, and every count is a
+// Header exactly, every line has all eleven fields, and every count is a
 // plain non-negative integer. It returns the first problem, wrapped in
 // ErrFormat and naming the line and the column (1-based field number and
 // its header name).
@@ -130,11 +138,11 @@ func checkHeader(got []string) error {
 	return nil
 }
 
-// parseRow turns the nine fields of one record into a Row; lineOf gives the
+// parseRow turns the eleven fields of one record into a Row; lineOf gives the
 // line of field i for errors.
 func parseRow(rec []string, lineOf func(i int) int) (Row, error) {
 	row := Row{Zone: rec[1]}
-	ints := []*int{nil, nil, &row.Nodes, &row.Ready, &row.NotReady, &row.Unknown, &row.NoExecuteTainted, &row.Pods, &row.PodsEvicted}
+	ints := []*int{nil, nil, &row.Nodes, &row.Ready, &row.NotReady, &row.Unknown, &row.NoExecuteTainted, &row.Pods, &row.PodsEvicted, &row.ShuttingDown, &row.PodsShutDown}
 	for i, v := range rec {
 		if i == 1 {
 			continue

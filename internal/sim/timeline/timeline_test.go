@@ -25,8 +25,8 @@ func TestCSVRoundTrip(t *testing.T) {
 		{name: "no rows"},
 		{name: "one row", rows: []Row{{TimeS: 0, Zone: "a", Nodes: 3, Ready: 3, Pods: 9}}},
 		{name: "every field distinct", rows: []Row{
-			{TimeS: 60, Zone: "a", Nodes: 1, Ready: 2, NotReady: 3, Unknown: 4, NoExecuteTainted: 5, Pods: 6, PodsEvicted: 7},
-			{TimeS: 60, Zone: "b", Nodes: 10, Ready: 20, NotReady: 30, Unknown: 40, NoExecuteTainted: 50, Pods: 60, PodsEvicted: 70},
+			{TimeS: 60, Zone: "a", Nodes: 1, Ready: 2, NotReady: 3, Unknown: 4, NoExecuteTainted: 5, Pods: 6, PodsEvicted: 7, ShuttingDown: 8, PodsShutDown: 9},
+			{TimeS: 60, Zone: "b", Nodes: 10, Ready: 20, NotReady: 30, Unknown: 40, NoExecuteTainted: 50, Pods: 60, PodsEvicted: 70, ShuttingDown: 80, PodsShutDown: 90},
 			{TimeS: 9223372036854775807, Zone: "", Nodes: 0},
 		}},
 		{name: "zone needing quotes", rows: []Row{{Zone: "a,\"b\"\nc"}}},
@@ -57,13 +57,15 @@ func TestWriteCSVExact(t *testing.T) {
 	rows := []Row{
 		{TimeS: 0, Zone: "a", Nodes: 3, Ready: 3, Pods: 9},
 		{TimeS: 30, Zone: "a", Nodes: 3, Ready: 1, NotReady: 0, Unknown: 2, NoExecuteTainted: 2, Pods: 9, PodsEvicted: 4},
+		{TimeS: 40, Zone: "a", Nodes: 3, Ready: 1, NotReady: 1, Unknown: 1, NoExecuteTainted: 2, Pods: 7, PodsEvicted: 4, ShuttingDown: 2, PodsShutDown: 2},
 	}
 	if err := WriteCSV(&buf, rows); err != nil {
 		t.Fatal(err)
 	}
-	want := "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted\n" +
-		"0,a,3,3,0,0,0,9,0\n" +
-		"30,a,3,1,0,2,2,9,4\n"
+	want := "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down\n" +
+		"0,a,3,3,0,0,0,9,0,0,0\n" +
+		"30,a,3,1,0,2,2,9,4,0,0\n" +
+		"40,a,3,1,1,1,2,7,4,2,2\n"
 	if diff := cmp.Diff(want, buf.String()); diff != "" {
 		t.Errorf("CSV (-want +got):\n%s", diff)
 	}
@@ -83,7 +85,7 @@ func TestWriteErrors(t *testing.T) {
 }
 
 func TestReadCSVErrors(t *testing.T) {
-	const row = "0,a,1,1,0,0,0,0,0\n"
+	const row = "0,a,1,1,0,0,0,0,0,0,0\n"
 	tests := []struct {
 		name string
 		in   string
@@ -92,25 +94,33 @@ func TestReadCSVErrors(t *testing.T) {
 		{name: "empty", in: "", want: `timeline CSV: line 1: missing header, want "` + Header + `"`},
 		{name: "wrong header field", in: strings.Replace(Header, "nodes", "nodez", 1) + "\n" + row,
 			want: `timeline CSV: line 1, column 3: header field "nodez", want "nodes" (want exactly "` + Header + `")`},
-		{name: "header short", in: strings.TrimSuffix(Header, ",pods_evicted") + "\n",
-			want: `timeline CSV: line 1, column 9: header is missing "pods_evicted" (want exactly "` + Header + `")`},
+		{name: "header short", in: strings.TrimSuffix(Header, ",pods_shut_down") + "\n",
+			want: `timeline CSV: line 1, column 11: header is missing "pods_shut_down" (want exactly "` + Header + `")`},
+		{name: "header of the nine columns before shutdowns", in: "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted\n",
+			want: `timeline CSV: line 1, column 10: header is missing "shutting_down" (want exactly "` + Header + `")`},
 		{name: "header long", in: Header + ",extra\n",
-			want: `timeline CSV: line 1, column 10: unexpected header field "extra" (want exactly "` + Header + `")`},
+			want: `timeline CSV: line 1, column 12: unexpected header field "extra" (want exactly "` + Header + `")`},
 		{name: "header with space", in: strings.Replace(Header, ",zone", ", zone", 1) + "\n",
 			want: `timeline CSV: line 1, column 2: header field " zone", want "zone" (want exactly "` + Header + `")`},
 		{name: "too few fields", in: Header + "\n" + row + "5,a,1\n",
-			want: `timeline CSV: line 3: 3 fields, want 9 (` + Header + `)`},
-		{name: "not a number", in: Header + "\n" + row + "60,a,1,x,0,0,0,0,0\n",
+			want: `timeline CSV: line 3: 3 fields, want 11 (` + Header + `)`},
+		{name: "a row of the nine columns before shutdowns", in: Header + "\n0,a,1,1,0,0,0,0,0\n",
+			want: `timeline CSV: line 2: 9 fields, want 11 (` + Header + `)`},
+		{name: "not a number", in: Header + "\n" + row + "60,a,1,x,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 3, column 4 (ready): "x": must be a non-negative integer`},
-		{name: "negative", in: Header + "\n-1,a,1,1,0,0,0,0,0\n",
+		{name: "negative", in: Header + "\n-1,a,1,1,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 1 (time_s): "-1": must be a non-negative integer`},
-		{name: "plus sign", in: Header + "\n0,a,1,1,0,0,0,0,+3\n",
+		{name: "plus sign", in: Header + "\n0,a,1,1,0,0,0,0,+3,0,0\n",
 			want: `timeline CSV: line 2, column 9 (pods_evicted): "+3": must be a non-negative integer`},
-		{name: "empty count", in: Header + "\n0,a,,1,0,0,0,0,0\n",
+		{name: "negative shutting down", in: Header + "\n0,a,1,1,0,0,0,0,0,-1,0\n",
+			want: `timeline CSV: line 2, column 10 (shutting_down): "-1": must be a non-negative integer`},
+		{name: "pods shut down not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,x\n",
+			want: `timeline CSV: line 2, column 11 (pods_shut_down): "x": must be a non-negative integer`},
+		{name: "empty count", in: Header + "\n0,a,,1,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 3 (nodes): "": must be a non-negative integer`},
-		{name: "time overflow", in: Header + "\n9223372036854775808,a,1,1,0,0,0,0,0\n",
+		{name: "time overflow", in: Header + "\n9223372036854775808,a,1,1,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 1 (time_s): "9223372036854775808": must be a non-negative integer`},
-		{name: "bad quoting", in: Header + "\n0,a\"b,1,1,0,0,0,0,0\n",
+		{name: "bad quoting", in: Header + "\n0,a\"b,1,1,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: parse error on line 2, column 4: bare " in non-quoted-field`},
 	}
 	for _, tt := range tests {
@@ -248,7 +258,7 @@ func wellFormed(t *testing.T, svg string) string {
 }
 
 func TestWriteSVG(t *testing.T) {
-	legend := []string{"ready", "not_ready", "unknown", "noexecute_tainted", "pods_evicted (cumulative, right axis)", "time (minutes)"}
+	legend := []string{"ready", "not_ready", "unknown", "noexecute_tainted", "shutting_down", "pods_evicted (cumulative, right axis)", "pods_shut_down (cumulative, right axis)", "time (minutes)"}
 	tests := []struct {
 		name      string
 		rows      []Row
@@ -257,10 +267,10 @@ func TestWriteSVG(t *testing.T) {
 		polylines int
 	}{
 		{name: "no rows", title: "nothing", zones: nil, polylines: 0},
-		{name: "one row", rows: []Row{{TimeS: 0, Zone: "a", Nodes: 1, Ready: 1}}, title: "one", zones: []string{"a"}, polylines: 5},
-		{name: "five zones, six hours", rows: outage([]string{"a", "b", "c", "d", "e"}, 361), title: "outage", zones: []string{"a", "b", "c", "d", "e"}, polylines: 25},
-		{name: "unlabelled zone", rows: []Row{{Zone: ""}, {TimeS: 60, Zone: ""}}, title: "t", zones: []string{"(no zone)"}, polylines: 5},
-		{name: "text is escaped", rows: []Row{{Zone: "<b>&\"x\x01"}}, title: "a < b & c]]>", zones: []string{"<b>&\"x\uFFFD"}, polylines: 5},
+		{name: "one row", rows: []Row{{TimeS: 0, Zone: "a", Nodes: 1, Ready: 1}}, title: "one", zones: []string{"a"}, polylines: 7},
+		{name: "five zones, six hours", rows: outage([]string{"a", "b", "c", "d", "e"}, 361), title: "outage", zones: []string{"a", "b", "c", "d", "e"}, polylines: 35},
+		{name: "unlabelled zone", rows: []Row{{Zone: ""}, {TimeS: 60, Zone: ""}}, title: "t", zones: []string{"(no zone)"}, polylines: 7},
+		{name: "text is escaped", rows: []Row{{Zone: "<b>&\"x\x01"}}, title: "a < b & c]]>", zones: []string{"<b>&\"x\uFFFD"}, polylines: 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -321,6 +331,60 @@ func TestWriteSVGPanelOrder(t *testing.T) {
 func TestWriteSVGGolden(t *testing.T) {
 	got := render(t, outage([]string{"zone-a", "zone-b", "zone-c"}, 91, "zone-b"), "zone-b silent from 30m to 60m")
 	const golden = "testdata/outage.svg"
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", golden, diff)
+	}
+}
+
+// rollingReboot builds a zone of ten nodes and 100 pods, sampled every 30s
+// for 15 minutes, whose nodes shut down five at a time (1-5 from 5m to 7m,
+// 6-10 from 9m to 11m), each batch's pods ending as they go down.
+func rollingReboot() []Row {
+	var rows []Row
+	for i := range 31 {
+		t := int64(i) * 30
+		r := Row{TimeS: t, Zone: "b", Nodes: 10, Ready: 10, Pods: 100}
+		for _, batch := range []struct{ from, to int64 }{{300, 420}, {540, 660}} {
+			if t >= batch.from {
+				r.PodsShutDown += 50
+				r.Pods -= 50
+			}
+			if t >= batch.from && t < batch.to {
+				r.ShuttingDown, r.Ready, r.NotReady = 5, 5, 5
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// The pods axis on the right is shared: it reaches the pods shut down when
+// they outnumber the pods evicted.
+func TestWriteSVGPodsAxisCoversShutdowns(t *testing.T) {
+	svg := render(t, rollingReboot(), "t")
+	if want := `fill="#444">100</text>`; !strings.Contains(svg, want) {
+		t.Errorf("no pods axis tick %q for the 100 pods shut down:\n%s", want, svg)
+	}
+	if want := "0 shutting down; 0 pods, 0 evicted, 100 shut down</text>"; !strings.Contains(svg, want) {
+		t.Errorf("panel header does not end with %q", want)
+	}
+}
+
+// TestWriteSVGRebootGolden keeps a plot of shutdowns under review, like
+// TestWriteSVGGolden.
+func TestWriteSVGRebootGolden(t *testing.T) {
+	got := render(t, rollingReboot(), "zone b rebooted five nodes at a time")
+	const golden = "testdata/reboot.svg"
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
