@@ -775,7 +775,8 @@ func TestShutdownStopsPodsByPriority(t *testing.T) {
 // TestShutdownIdleNode: on a node without pods, a PrepareForShutdown sent
 // by another connection than logind's is ignored, and logind's own is
 // acted on at once: Ready=False and the lock released quickly. It measures
-// both over three shutdown/cancel rounds.
+// both over three shutdown/cancel rounds. Last, logind restarts and the
+// agent takes a lock from the new logind.
 func TestShutdownIdleNode(t *testing.T) {
 	const delay = 10 * time.Second
 	n := startShutdownNode(t, "shutdown-idle", shutdownNodeOptions{
@@ -835,6 +836,16 @@ func TestShutdownIdleNode(t *testing.T) {
 			return len(ins) == round+1 && ins[round].Held() && !ins[round].Taken.Before(cancelled)
 		})
 	}
+	// logind restarts: it forgets every lock, and the agent takes a new one
+	// from the new owner of its name.
+	held := len(n.fake.Inhibitors())
+	restarted := time.Now()
+	if err := n.fake.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	n.waitLock("a new lock after logind restarted", 10*time.Second, func(ins []logindtest.Inhibitor) bool {
+		return len(ins) == held+1 && ins[held].Held() && !ins[held].Taken.Before(restarted)
+	})
 	t.Logf("idle node: signal→Ready=False %v, signal→lock release %v (three rounds)", toNotReady, toRelease)
 	t.Logf("idle node: worst of three: signal→Ready=False %v, signal→lock release %v", slices.Max(toNotReady), slices.Max(toRelease))
 	for i := range toNotReady {
