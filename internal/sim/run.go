@@ -28,8 +28,9 @@ var PodRequests = corev1.ResourceList{
 // tol.Seconds (or for ever); otherwise DefaultTolerationSeconds admission
 // gives it the defaults. With prio.Given, each pod names a PriorityClass
 // of value prio.Value (see priorityClass); otherwise none, so its
-// priority is 0.
-func (w *World) AddPods(n int, tol script.Toleration, prio script.Priority) error {
+// priority is 0. With stop.Given, each pod's container answers a stop
+// request as stop says (see image); otherwise it exits at once.
+func (w *World) AddPods(n int, tol script.Toleration, prio script.Priority, stop script.Termination) error {
 	if err := w.start(); err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func (w *World) AddPods(n int, tol script.Toleration, prio script.Priority) erro
 			Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{
 					Name:      "app",
-					Image:     "registry.k8s.io/pause:3.10",
+					Image:     image(stop),
 					Resources: corev1.ResourceRequirements{Requests: PodRequests},
 				}},
 				Tolerations:       tolerations(tol),
@@ -60,6 +61,24 @@ func (w *World) AddPods(n int, tol script.Toleration, prio script.Priority) erro
 	}
 	w.settle()
 	return w.err
+}
+
+// podImage is the image of every scenario pod's container.
+const podImage = "registry.k8s.io/pause:3.10"
+
+// image is podImage with the fake runtime's directive for stop: term:ignore
+// to ignore a stop request until the grace period ends, term:0@<d> to
+// exit cleanly d after it; without stop, none, so the container exits at
+// once (143).
+func image(stop script.Termination) string {
+	switch {
+	case !stop.Given:
+		return podImage
+	case stop.Ignore:
+		return podImage + ",term:ignore"
+	default:
+		return podImage + ",term:0@" + stop.After.String()
+	}
 }
 
 func tolerations(tol script.Toleration) []corev1.Toleration {
@@ -144,7 +163,7 @@ func (w *World) Exec(st script.Statement) error {
 	case script.Nodes:
 		return w.AddNodes(st.Zone, st.Count)
 	case script.Pods:
-		return w.AddPods(st.Count, st.Toleration, st.Priority)
+		return w.AddPods(st.Count, st.Toleration, st.Priority, st.Stop)
 	case script.At:
 		return w.At(st.Time, st.Action, st.Zone, st.From, st.Count)
 	case script.Run:

@@ -324,7 +324,7 @@ func TestActSelectsNodes(t *testing.T) {
 func TestPodsPriority(t *testing.T) {
 	w := shutdownWorld(t)
 	for _, p := range []script.Priority{{Given: true, Value: script.SystemClusterCritical}, {Given: true, Value: 5}, {Given: true, Value: 5}, {}} {
-		if err := w.AddPods(1, script.Toleration{}, p); err != nil {
+		if err := w.AddPods(1, script.Toleration{}, p, script.Termination{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -335,6 +335,75 @@ func TestPodsPriority(t *testing.T) {
 	want := map[string]string{"pod-1": "system-cluster-critical=2000000000", "pod-2": "priority-5=5", "pod-3": "priority-5=5", "pod-4": "=0"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("pods' class=priority (-want +got):\n%s", diff)
+	}
+}
+
+// A pods statement's stop becomes its container's stop behaviour: in a
+// shutdown with 30 s of grace, 10 s of them for critical pods, regular
+// pods of stop=5s end 5 s in, those of stop=ignore when the regular
+// group's 20 s are up, and critical pods of stop=3s 3 s later; pods
+// without stop end at once.
+func TestPodsStop(t *testing.T) {
+	w := shutdownWorld(t, "shutdown-grace-period=30s", "shutdown-grace-period-critical-pods=10s")
+	critical := script.Priority{Given: true, Value: script.SystemClusterCritical}
+	for _, p := range []struct {
+		prio script.Priority
+		stop script.Termination
+	}{
+		{script.Priority{}, script.Termination{}},
+		{script.Priority{}, script.Termination{Given: true, After: 5 * time.Second}},
+		{script.Priority{}, script.Termination{Given: true, Ignore: true}},
+		{critical, script.Termination{Given: true, After: 3 * time.Second}},
+	} {
+		if err := w.AddPods(2, script.Toleration{}, p.prio, p.stop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	images := map[string]string{}
+	for k, p := range w.mirror.pods {
+		images[k.Name] = p.Spec.Containers[0].Image
+	}
+	const pause = "registry.k8s.io/pause:3.10"
+	want := map[string]string{
+		"pod-1": pause, "pod-2": pause,
+		"pod-3": pause + ",term:0@5s", "pod-4": pause + ",term:0@5s",
+		"pod-5": pause + ",term:ignore", "pod-6": pause + ",term:ignore",
+		"pod-7": pause + ",term:0@3s", "pod-8": pause + ",term:0@3s",
+	}
+	if diff := cmp.Diff(want, images); diff != "" {
+		t.Fatalf("images (-want +got):\n%s", diff)
+	}
+	runTo(t, w, time.Minute)
+	if err := w.At(time.Minute, script.Shutdown, "a", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	const running, ended = "Running/", "Failed/" + shutdown.ReasonTerminated
+	all := []string{"pod-1", "pod-2", "pod-3", "pod-4", "pod-5", "pod-6", "pod-7", "pod-8"}
+	for _, step := range []struct {
+		at   time.Duration // into the shutdown
+		want []string      // phase/reason of pod-1 … pod-8
+	}{
+		{0, []string{ended, ended, running, running, running, running, running, running}},
+		{4 * time.Second, []string{ended, ended, running, running, running, running, running, running}},
+		{5 * time.Second, []string{ended, ended, ended, ended, running, running, running, running}},
+		{19 * time.Second, []string{ended, ended, ended, ended, running, running, running, running}},
+		{20 * time.Second, []string{ended, ended, ended, ended, ended, ended, running, running}},
+		{22 * time.Second, []string{ended, ended, ended, ended, ended, ended, running, running}},
+		{23 * time.Second, []string{ended, ended, ended, ended, ended, ended, ended, ended}},
+	} {
+		runTo(t, w, time.Minute+step.at)
+		wantPhases := map[string]string{}
+		for i, name := range all {
+			wantPhases[name] = step.want[i]
+		}
+		if diff := cmp.Diff(wantPhases, phases(t, w, all...)); diff != "" {
+			t.Errorf("%v into the shutdown (-want +got):\n%s", step.at, diff)
+		}
+	}
+	for _, node := range []string{"a-1", "a-2"} {
+		if a := w.byName[node]; a.power != poweredOff {
+			t.Errorf("%s 23s into the shutdown: power %d, want off", node, a.power)
+		}
 	}
 }
 

@@ -24,9 +24,10 @@ var update = flag.Bool("update", false, "rewrite the golden timelines and summar
 // documented numbers read the same long examples.
 var replayed = map[string]replay{}
 
-// replay is what running a script gives: its timeline, its summary, and
-// the summary as printed.
+// replay is what running a script gives: its timeline, as rows and as
+// CSV, its summary, and the summary as printed.
 type replay struct {
+	rows    []timeline.Row
 	csv     []byte
 	zones   []sim.ZoneSummary
 	summary string
@@ -61,14 +62,15 @@ func replayOnce(t *testing.T, path string, seed uint64) replay {
 	}
 	defer w.Close()
 	var csv, summary bytes.Buffer
-	if err := timeline.WriteCSV(&csv, w.Samples()); err != nil {
+	rows := w.Samples()
+	if err := timeline.WriteCSV(&csv, rows); err != nil {
 		t.Fatal(err)
 	}
 	zones := w.Summary()
 	if err := sim.WriteSummary(&summary, zones); err != nil {
 		t.Fatal(err)
 	}
-	return replay{csv: csv.Bytes(), zones: zones, summary: summary.String()}
+	return replay{rows: rows, csv: csv.Bytes(), zones: zones, summary: summary.String()}
 }
 
 // golden compares got with the file, or rewrites it with -update.
@@ -196,5 +198,37 @@ func TestRollingRebootEndsZoneBPods(t *testing.T) {
 		if zs := z[name]; zs.MaxShuttingDown != 0 || zs.PodsShutDown != 0 || zs.MaxSilent != 0 || zs.Pods != 100 {
 			t.Errorf("zone %s: %+v; want untouched, 100 pods", name, zs)
 		}
+	}
+}
+
+// The rolling reboot's pods take time to stop, so its 10 s samples show
+// each wave's groups at work: the regular pods that exit after 5 s, then
+// those that exit after 15 s, then the critical pods killed 10 s later,
+// while the five nodes shut down.
+func TestRollingRebootStopsGroupByGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long example")
+	}
+	b := map[int64]timeline.Row{}
+	for _, r := range run(t, "../../examples/sim/rolling-reboot.txt", 1).rows {
+		if r.Zone == "b" {
+			b[r.TimeS] = r
+		}
+	}
+	type sample struct{ shuttingDown, podsShutDown, pods int }
+	want := map[int64]sample{
+		290: {0, 0, 100}, 300: {5, 0, 100}, 310: {5, 23, 77}, 320: {5, 45, 55}, 330: {5, 50, 50}, 410: {5, 50, 50}, 420: {0, 50, 50},
+		590: {0, 50, 50}, 600: {5, 50, 50}, 610: {5, 72, 28}, 620: {5, 95, 5}, 630: {5, 100, 0}, 710: {5, 100, 0}, 720: {0, 100, 0},
+	}
+	got := map[int64]sample{}
+	for at := range want {
+		r, ok := b[at]
+		if !ok {
+			t.Fatalf("no sample of zone b at %d s", at)
+		}
+		got[at] = sample{r.ShuttingDown, r.PodsShutDown, r.Pods}
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(sample{})); diff != "" {
+		t.Errorf("zone b's {shutting_down pods_shut_down pods} by time_s (-want +got):\n%s", diff)
 	}
 }

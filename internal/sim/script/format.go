@@ -61,6 +61,13 @@ func (s Pods) String() string {
 	if s.Priority.Given {
 		out += " priority=" + strconv.FormatInt(int64(s.Priority.Value), 10)
 	}
+	switch {
+	case !s.Stop.Given:
+	case s.Stop.Ignore:
+		out += " stop=ignore"
+	default:
+		out += " stop=" + formatDuration(s.Stop.After)
+	}
 	return out
 }
 

@@ -8,7 +8,7 @@
 //
 //	set <flag>=<value> ...                one or more settings, by upstream flag name
 //	nodes <n> zone=<z>                    n nodes named <z>-1 … <z>-<n> in zone z
-//	pods <n> [toleration=<seconds>|forever] [priority=<p>]
+//	pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore]
 //	at <t> stop zone=<z> [from=<i>] [count=<k>]
 //	                                      from virtual time t the agents of zone z
 //	                                      fall silent: the k nodes from index i
@@ -23,6 +23,12 @@
 // A pod priority is a PriorityClass value: at most 1000000000 (a class a user
 // may define), or 2000000000 or 2000001000 (the built-in
 // system-cluster-critical and system-node-critical).
+//
+// A pod's stop says how its container answers a stop request (SIGTERM), as
+// in a node shutdown: stop=<duration> exits cleanly (code 0) that long
+// after it, stop=ignore ignores it and is killed when the grace period
+// ends. Without stop the container exits at once, as a process SIGTERM
+// kills.
 //
 // Times and durations are Go durations (90s, 10m, 1h). Parse checks every
 // line and reports every problem it finds, each one naming file:line, the
@@ -99,6 +105,20 @@ type Pods struct {
 	Count      int // at least 1
 	Toleration Toleration
 	Priority   Priority
+	Stop       Termination
+}
+
+// Termination is how the pods' container answers a stop request (SIGTERM).
+type Termination struct {
+	// Given is false when the script names no stop: the container exits
+	// at once, as a process SIGTERM kills.
+	Given bool
+	// Ignore means the container ignores the request and is killed when
+	// its grace period ends.
+	Ignore bool
+	// After is how long after the request the container exits, with code
+	// 0; at least 0, meaningful only when Given and not Ignore.
+	After time.Duration
 }
 
 // Priority is the PriorityClass value the pods get.
@@ -193,7 +213,7 @@ func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
 const (
 	usageSet   = "set <flag>=<value> ..."
 	usageNodes = "nodes <n> zone=<z>"
-	usagePods  = "pods <n> [toleration=<seconds>|forever] [priority=<p>]"
+	usagePods  = "pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore]"
 	usageAt    = "at <t> stop|start|shutdown zone=<z> [from=<i>] [count=<k>]"
 	usageRun   = "run <duration>"
 )
@@ -364,7 +384,7 @@ func parseNodes(e *statementErrors, at Pos, tokens []string) Statement {
 
 func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
 	s := Pods{At: at}
-	pos, kv := args(e, tokens, 1, usagePods, "toleration", "priority")
+	pos, kv := args(e, tokens, 1, usagePods, "toleration", "priority", "stop")
 	if len(pos) == 0 {
 		e.add("missing count (want %s)", usagePods)
 	} else {
@@ -386,6 +406,15 @@ func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
 			s.Priority = Priority{Given: true, Value: int32(n)}
 		} else {
 			e.add("priority %q: must be a whole number up to %d (a user-defined PriorityClass), or %d (system-cluster-critical) or %d (system-node-critical)", v, MaxUserPriority, SystemClusterCritical, SystemNodeCritical)
+		}
+	}
+	if v, ok := kv["stop"]; ok {
+		if v == "ignore" {
+			s.Stop = Termination{Given: true, Ignore: true}
+		} else if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			s.Stop = Termination{Given: true, After: d}
+		} else {
+			e.add("stop %q: must be a non-negative Go duration such as 5s or 1m, or \"ignore\"", v)
 		}
 	}
 	return s

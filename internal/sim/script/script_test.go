@@ -102,6 +102,16 @@ run 1h
 			},
 		},
 		{
+			name: "stop durations and ignore",
+			in:   "pods 1 stop=0s\npods 2 stop=90s priority=2000000000\npods 3 stop=1.5s toleration=forever\npods 4 stop=ignore",
+			want: []Statement{
+				Pods{At: pos(1), Count: 1, Stop: Termination{Given: true}},
+				Pods{At: pos(2), Count: 2, Stop: Termination{Given: true, After: 90 * time.Second}, Priority: Priority{Given: true, Value: 2000000000}},
+				Pods{At: pos(3), Count: 3, Stop: Termination{Given: true, After: 1500 * time.Millisecond}, Toleration: Toleration{Given: true, Forever: true}},
+				Pods{At: pos(4), Count: 4, Stop: Termination{Given: true, Ignore: true}},
+			},
+		},
+		{
 			name: "at may come before nodes",
 			in:   "at 1m stop zone=a\nnodes 1 zone=a",
 			want: []Statement{
@@ -165,13 +175,23 @@ func TestParseErrors(t *testing.T) {
 		{name: "pods negative toleration", in: "pods 3 toleration=-1", want: []string{
 			`s.txt:1: pods: toleration "-1": must be a whole number of seconds or "forever"`}},
 		{name: "pods missing count", in: "pods toleration=5", want: []string{
-			`s.txt:1: pods: missing count (want pods <n> [toleration=<seconds>|forever] [priority=<p>])`}},
+			`s.txt:1: pods: missing count (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore])`}},
 		{name: "pods priority above user classes", in: "pods 3 priority=1000000001", want: []string{
 			`s.txt:1: pods: priority "1000000001": must be a whole number up to 1000000000 (a user-defined PriorityClass), or 2000000000 (system-cluster-critical) or 2000001000 (system-node-critical)`}},
 		{name: "pods priority negative", in: "pods 3 priority=-1", want: []string{
 			`s.txt:1: pods: priority "-1": must be a whole number up to 1000000000 (a user-defined PriorityClass), or 2000000000 (system-cluster-critical) or 2000001000 (system-node-critical)`}},
 		{name: "pods priority not a number", in: "pods 3 priority=high", want: []string{
 			`s.txt:1: pods: priority "high": must be a whole number up to 1000000000 (a user-defined PriorityClass), or 2000000000 (system-cluster-critical) or 2000001000 (system-node-critical)`}},
+		{name: "pods stop negative", in: "pods 3 stop=-5s", want: []string{
+			`s.txt:1: pods: stop "-5s": must be a non-negative Go duration such as 5s or 1m, or "ignore"`}},
+		{name: "pods stop without unit", in: "pods 3 stop=5", want: []string{
+			`s.txt:1: pods: stop "5": must be a non-negative Go duration such as 5s or 1m, or "ignore"`}},
+		{name: "pods stop empty", in: "pods 3 stop=", want: []string{
+			`s.txt:1: pods: stop "": must be a non-negative Go duration such as 5s or 1m, or "ignore"`}},
+		{name: "pods stop misspelt ignore", in: "pods 3 stop=Ignore", want: []string{
+			`s.txt:1: pods: stop "Ignore": must be a non-negative Go duration such as 5s or 1m, or "ignore"`}},
+		{name: "pods stop twice", in: "pods 3 stop=5s stop=ignore", want: []string{
+			`s.txt:1: pods: duplicate argument "stop=ignore": stop=5s is already given`}},
 		{name: "at negative time", in: "nodes 1 zone=a\n\n\n\n\n\nat -5s stop zone=a", want: []string{
 			`s.txt:7: at: time "-5s": must be a non-negative Go duration such as 90s or 10m`}},
 		{name: "at time without unit", in: "nodes 1 zone=a\nat 10 stop zone=a", want: []string{
@@ -330,6 +350,7 @@ func FuzzParse(f *testing.F) {
 		"nodes 10 zone=b\npods 5 priority=2000000000\nat 1m shutdown zone=b from=6 count=5\nat 3m start zone=b from=6\n",
 		"nodes 1 zone=a # c\r\nat 0 start zone=a\n",
 		"pods 1 toleration=forever\nrun 1.5h\n",
+		"pods 2 stop=ignore\npods 1 stop=1.5s priority=5\npods 3 stop=90s\n",
 		"nodes x\nat -1s\nrun 0\nset --a=b\n",
 		"set a=\u00e9\u00a0b\n",
 		"nodes 2 zone=a.b_c\n",
