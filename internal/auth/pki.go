@@ -305,12 +305,18 @@ func leafProblem(certPEM, keyPEM []byte, spec leafSpec, ca *x509.Certificate, no
 	if cert.Subject.CommonName != spec.commonName || !slices.Equal(cert.Subject.Organization, spec.organizations) {
 		return fmt.Errorf("subject %q is not the wanted one", cert.Subject.String())
 	}
-	for _, name := range spec.dnsNames {
+	return MissingName(cert, spec.dnsNames, spec.ips)
+}
+
+// MissingName says which of the DNS names and IP addresses cert does not
+// carry, if any.
+func MissingName(cert *x509.Certificate, dnsNames []string, ips []net.IP) error {
+	for _, name := range dnsNames {
 		if !slices.Contains(cert.DNSNames, name) {
 			return fmt.Errorf("lacks DNS name %q", name)
 		}
 	}
-	for _, ip := range spec.ips {
+	for _, ip := range ips {
 		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
 			return fmt.Errorf("lacks IP address %s", ip)
 		}

@@ -69,7 +69,7 @@ func RequestAttributes(r *http.Request) Attributes {
 		a.Verb = parts[0]
 		parts = parts[1:]
 	default:
-		a.Verb = methodVerb(r.Method)
+		a.Verb = MethodVerb(r.Method)
 	}
 	if len(parts) == 0 {
 		return a
@@ -110,7 +110,10 @@ func RequestAttributes(r *http.Request) Attributes {
 	return a
 }
 
-func methodVerb(method string) string {
+// MethodVerb is the authorization verb of a request that names no
+// resource: GET and HEAD get, POST create, PUT update, PATCH patch, DELETE
+// delete; "" for any other method.
+func MethodVerb(method string) string {
 	switch method {
 	case http.MethodPost:
 		return "create"

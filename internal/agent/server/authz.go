@@ -16,17 +16,8 @@ const (
 // verb is the authorization verb of an HTTP method, as the kubelet derives
 // it: GET and HEAD read, the others write.
 func verb(method string) string {
-	switch method {
-	case http.MethodGet, http.MethodHead:
-		return "get"
-	case http.MethodPost:
-		return "create"
-	case http.MethodPut:
-		return "update"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		return "delete"
+	if v := auth.MethodVerb(method); v != "" {
+		return v
 	}
 	return strings.ToLower(method)
 }

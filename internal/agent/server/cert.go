@@ -110,17 +110,7 @@ func selfSignedProblem(cert *x509.Certificate, want servingNames, now time.Time)
 	if len(cert.ExtKeyUsage) > 0 && !slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
 		return errors.New("not usable for server authentication")
 	}
-	for _, name := range want.dns {
-		if !slices.Contains(cert.DNSNames, name) {
-			return fmt.Errorf("lacks DNS name %q", name)
-		}
-	}
-	for _, ip := range want.ips {
-		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
-			return fmt.Errorf("lacks IP address %s", ip)
-		}
-	}
-	return nil
+	return auth.MissingName(cert, want.dns, want.ips)
 }
 
 // ensureSelfSigned returns the serving pair kept in dir, generating and
