@@ -75,6 +75,9 @@ type shutdownNodeOptions struct {
 	args []string
 	// server is shared when not nil; else the node gets its own.
 	server *server
+	// statusEvery is nodeStatusUpdateFrequency; empty means 1s, so that a
+	// restarted agent's heartbeat comes soon.
+	statusEvery string
 }
 
 // startShutdownNode starts a bus, a fake logind on it, a server (unless
@@ -108,7 +111,10 @@ func startShutdownNode(t *testing.T, name string, opts shutdownNodeOptions) *shu
 		n.s = startServer(t, serverOptions{})
 	}
 	n.client = n.s.Clientset(t)
-	config := writeFile(t, name+"-shutdown.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeStatusUpdateFrequency: 1s\n"+opts.config)
+	if opts.statusEvery == "" {
+		opts.statusEvery = "1s"
+	}
+	config := writeFile(t, name+"-shutdown.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeStatusUpdateFrequency: "+opts.statusEvery+"\n"+opts.config)
 	// startAgent passes a --config of its own first; the last one wins.
 	n.args = append([]string{"--config", config, "--port", "0", "--address", "127.0.0.1", "--logind-drop-in-dir", n.dropIns}, opts.args...)
 	n.startAgent()
@@ -784,6 +790,10 @@ func TestShutdownIdleNode(t *testing.T) {
 		// pods, 2 s for critical ones.
 		config:          "shutdownGracePeriod: 4s\nshutdownGracePeriodCriticalPods: 2s\n",
 		inhibitDelayMax: delay,
+		// The default 10 s status period: Ready=False within 1 s of the
+		// signal, and Ready again soon after a cancellation, come only
+		// from the immediate posts the shutdown manager asks for.
+		statusEvery: "10s",
 	})
 	nodes := n.watchNode()
 
