@@ -44,7 +44,6 @@ const (
 	messageCancelled     = "Shutdown manager detected shutdown cancellation"
 	reasonTruncated      = "ShutdownGracePeriodTruncated"
 	reasonReport         = "ShutdownReport"
-	reasonDisabled       = "GracefulShutdownDisabled"
 	stateFileName        = "graceful_node_shutdown_state"
 	reportFileName       = "shutdown-report.json"
 	defaultStatusReserve = 2 * time.Second
@@ -62,7 +61,7 @@ var ErrShuttingDown = errors.New(ShuttingDownMessage)
 const DisabledMessage = "Graceful node shutdown is off: shutdownGracePeriod and shutdownGracePeriodCriticalPods are both 0s (the default), so a machine shutdown will not stop pods in priority order; set them in the KubeletConfiguration to turn it on"
 
 // DisabledReason is the reason of that event.
-const DisabledReason = reasonDisabled
+const DisabledReason = "GracefulShutdownDisabled"
 
 // Bus is what the manager needs from logind. Dial gives one over D-Bus.
 type Bus interface {
