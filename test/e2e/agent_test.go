@@ -350,6 +350,21 @@ func TestAgentSecondNode(t *testing.T) {
 	})
 	t.Logf("knode agent: exec to node-2 Ready in %s", time.Since(start))
 
+	// Graceful shutdown is off by default, and the agent says so on its
+	// Node.
+	eventually(t, "node-2's GracefulShutdownDisabled event", 10*time.Second, 20*time.Millisecond, func() (bool, string) {
+		list, err := client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-2,reason=GracefulShutdownDisabled"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.Type == corev1.EventTypeNormal && strings.Contains(e.Message, "shutdownGracePeriod and shutdownGracePeriodCriticalPods are both 0s") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("events %+v", list.Items)
+	})
+
 	node := decodeJSON[corev1.Node](t, mustAdmin("get", "node", "node-2", "-o", "json"))
 	for k, v := range map[string]string{"team": "blue", "node.kubernetes.io/pool": "p1", "kubernetes.io/hostname": "node-2", "kubernetes.io/os": "linux"} {
 		if got, ok := node.Labels[k]; !ok || got != v {
