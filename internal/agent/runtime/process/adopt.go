@@ -289,7 +289,7 @@ func (r *Runtime) discard(uid, dir string) {
 	if r.cg != nil {
 		_ = r.cg.removePod(uid)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := removePodDir(dir); err != nil {
 		r.log.Warn("removing a previous agent's pod directory failed", "dir", dir, "err", err)
 	}
 }

@@ -96,6 +96,14 @@
 // Runs that ended are replayed into the plan (runtime.RestorePlan), which
 // then restarts them as the restart policy and back-off say.
 //
-// Not here: probes, lifecycle hooks, volumes, users and security contexts,
+// Volumes: when Config.Volumes resolves a pod's volumes to host paths, a
+// container with volumeMounts runs in its own mount namespace (package
+// mountns), with each volume (or its subPath, made when missing) bind-mounted
+// at its mountPath, read-only when asked; the host's mount table and files
+// are left as they were. The runtime never removes <pod>/volumes: the volume
+// manager unmounts and removes it. Without Config.Volumes, volumeMounts are
+// ignored.
+//
+// Not here: probes, lifecycle hooks, users and security contexts,
 // images, networking (pods use the host network), resourceFieldRef.
 package process

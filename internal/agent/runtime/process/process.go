@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"knode/internal/agent/runtime"
+	"knode/internal/agent/runtime/mountns"
 )
 
 // Config builds a Runtime.
@@ -45,7 +46,14 @@ type Config struct {
 	CgroupRoot     string
 	CgroupParent   string
 	DisableCgroups bool
-	Logger         *slog.Logger
+	// Volumes returns the host path that backs the pod's volume name, for
+	// the containers' volumeMounts. nil means volume mounts are ignored
+	// (the container sees the host's files at every path). When set, a
+	// container with volume mounts runs in its own mount namespace with
+	// each volume bind-mounted at its mountPath (see mountns); the agent
+	// must run as root.
+	Volumes func(pod *corev1.Pod, volume string) (string, error)
+	Logger  *slog.Logger
 
 	// plainCgroups: CgroupRoot is an ordinary directory (tests only).
 	plainCgroups bool
@@ -281,6 +289,22 @@ func (r *Runtime) start(p *pod, i int, now time.Time) {
 		Stderr:      logFile,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	var setup *mountns.Pipe
+	if r.cfg.Volumes != nil && len(c.VolumeMounts) > 0 {
+		mounts, err := r.mounts(p.spec, c)
+		if err == nil {
+			ex, setup, err = mountns.Command(mountns.Spec{Mounts: mounts, Scratch: filepath.Join(dir, "ns"), Dir: workDir, Path: path, Args: cmd.argv})
+		}
+		if err == nil {
+			err = os.MkdirAll(filepath.Join(dir, "ns"), 0o750)
+		}
+		if err != nil {
+			p.plan.StartFailed(i, err.Error(), now)
+			return
+		}
+		ex.Env, ex.Stdout, ex.Stderr = cmd.env, logFile, logFile
+		ex.SysProcAttr.Setpgid = true
+	}
 	var cgroupDir string
 	if r.cg != nil {
 		cgroupDir, err = r.cg.create(string(p.uid), c.Name, run, c.Resources)
@@ -297,7 +321,17 @@ func (r *Runtime) start(p *pod, i int, now time.Time) {
 			ex.SysProcAttr.CgroupFD = int(fd.Fd())
 		}
 	}
-	if err := ex.Start(); err != nil {
+	err = ex.Start()
+	if setup != nil {
+		setup.CloseChild()
+		if err == nil {
+			if err = setup.Wait(); err != nil {
+				// The init reported why and exits at once.
+				_ = ex.Wait()
+			}
+		}
+	}
+	if err != nil {
 		if cgroupDir != "" {
 			_ = r.cg.remove(cgroupDir)
 		}
@@ -479,8 +513,58 @@ func (r *Runtime) RemovePod(_ context.Context, uid types.UID) error {
 	if r.cg != nil {
 		errs = append(errs, r.cg.removePod(string(uid)))
 	}
-	errs = append(errs, os.RemoveAll(p.dir))
+	errs = append(errs, removePodDir(p.dir))
 	return errors.Join(errs...)
+}
+
+// volumesDir is the part of a pod's directory the volume manager owns.
+const volumesDir = "volumes"
+
+// removePodDir removes what the runtime keeps in a pod's directory, and
+// the directory once it is empty. It never descends into the volumes
+// directory, where volumes may still be mounted: the volume manager tears
+// those down and removes what is left.
+func removePodDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Name() == volumesDir {
+			continue
+		}
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	if err := os.Remove(dir); err != nil && !os.IsNotExist(err) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// mounts resolves container c's volume mounts to host paths. A subPath
+// is made inside its volume when missing, as the kubelet does.
+func (r *Runtime) mounts(pod *corev1.Pod, c *corev1.Container) ([]mountns.Mount, error) {
+	out := make([]mountns.Mount, 0, len(c.VolumeMounts))
+	for _, vm := range c.VolumeMounts {
+		src, err := r.cfg.Volumes(pod, vm.Name)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
+		}
+		if vm.SubPath != "" {
+			src = filepath.Join(src, vm.SubPath)
+			if _, err := os.Lstat(src); os.IsNotExist(err) {
+				if err := os.MkdirAll(src, 0o750); err != nil {
+					return nil, fmt.Errorf("volume %q subPath %q: %w", vm.Name, vm.SubPath, err)
+				}
+			}
+		}
+		out = append(out, mountns.Mount{Source: src, Target: filepath.Clean(vm.MountPath), ReadOnly: vm.ReadOnly})
+	}
+	return out, nil
 }
 
 // PodStatus implements runtime.Runtime.
