@@ -16,6 +16,14 @@
 //     itself; no update of the pod object. pods/status only for pods bound
 //     to itself, without changing labels or resource claim statuses.
 //     pods/eviction only for pods bound to itself. No other subresource.
+//   - persistentvolumeclaims: only updates of the status subresource, and
+//     those may change nothing but status.capacity, status.conditions,
+//     status.allocatedResources and status.allocatedResourceStatuses
+//     (what the kubelet records when it expands a filesystem); every other
+//     write is refused. Which claims: the node authorizer allows only those
+//     its pods use.
+//   - csinodes: create, update and delete only the CSINode named after
+//     itself.
 //
 // Every refusal is a 403 Forbidden Status whose message is upstream's.
 //
@@ -85,9 +93,11 @@ const (
 )
 
 var (
-	podsResource   = schema.GroupResource{Resource: "pods"}
-	nodesResource  = schema.GroupResource{Resource: "nodes"}
-	leasesResource = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	podsResource     = schema.GroupResource{Resource: "pods"}
+	nodesResource    = schema.GroupResource{Resource: "nodes"}
+	leasesResource   = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	claimsResource   = schema.GroupResource{Resource: "persistentvolumeclaims"}
+	csiNodesResource = schema.GroupResource{Group: "storage.k8s.io", Resource: "csinodes"}
 )
 
 // errNoGetter is wrapped when a lookup the decision needs was not wired.
@@ -118,6 +128,10 @@ func (p *Plugin) Admit(ctx context.Context, a apiserver.AdmissionAttributes) err
 		return admitNode(nodeName, a)
 	case leasesResource:
 		return admitLease(nodeName, a)
+	case claimsResource:
+		return admitClaim(nodeName, a)
+	case csiNodesResource:
+		return admitCSINode(nodeName, a)
 	}
 	return nil
 }
