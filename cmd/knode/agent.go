@@ -25,8 +25,12 @@ import (
 	"knode/internal/agent/runtime/process"
 	agentserver "knode/internal/agent/server"
 	"knode/internal/agent/shutdown"
+	"knode/internal/agent/volumes"
+	pluginwatch "knode/internal/agent/volumes/plugins"
+	"knode/internal/csi/hostpath"
 	"knode/internal/server"
 	"knode/internal/version"
+	"knode/internal/volume"
 )
 
 // agentClientSettings are the agent's API client limits, as the kubelet's
@@ -88,11 +92,34 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	if err != nil {
 		return err
 	}
+	// The volume manager resolves the volumes the runtime mounts; the
+	// agent it kicks is built below.
+	var a *agent.Agent
+	plugins, err := pluginwatch.New(pluginwatch.Config{Client: client, NodeName: name, RootDir: s.RootDir, Logger: log})
+	if err != nil {
+		return err
+	}
+	vols, err := volumes.New(volumes.Config{
+		Client: client, NodeName: name, RootDir: s.RootDir, Drivers: plugins, Logger: log,
+		Recorder: func(pod *corev1.Pod, eventType, reason, message string) {
+			if a != nil && a.Pods() != nil {
+				a.Pods().RecordEvent(ctx, pod, eventType, reason, message)
+			}
+		},
+		InUseChanged: func() {
+			if a != nil {
+				a.KickStatus()
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
 	var rt podruntime.Runtime
 	switch runtimeName {
 	case runtimeProcess:
 		// The pods outlive the agent: the next one adopts them.
-		p, err := process.New(process.Config{RootDir: s.RootDir, Logger: log})
+		p, err := process.New(process.Config{RootDir: s.RootDir, Volumes: vols.HostPath, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -118,7 +145,7 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 		log.Info(shutdown.DisabledMessage)
 		startEvents = append(startEvents, nodestatus.Event{Type: corev1.EventTypeNormal, Reason: shutdown.DisabledReason, Message: shutdown.DisabledMessage})
 	}
-	a, err := agent.New(agent.Config{
+	a, err = agent.New(agent.Config{
 		Client:             client,
 		NodeName:           name,
 		RegisterNode:       s.RegisterNode,
@@ -145,6 +172,7 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 		Host:                      h,
 		RootDir:                   s.RootDir,
 		Runtime:                   rt,
+		Volumes:                   agentVolumes(rt, vols),
 		OnReady:                   onReady,
 		Logger:                    log,
 	})
@@ -188,7 +216,72 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 			_ = mgr.Run(ctx)
 		}()
 	}
+	if rt != nil {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			if err := plugins.Run(ctx); err != nil && ctx.Err() == nil {
+				log.Error("the CSI plugin watcher stopped", "err", err)
+			}
+		}()
+		if err := startBuiltinNodeDriver(ctx, &running, s, name, log); err != nil {
+			return err
+		}
+	}
 	return a.Run(ctx)
+}
+
+// agentVolumes is the volume manager the agent uses: none without a pod
+// runtime.
+func agentVolumes(rt podruntime.Runtime, v *volumes.Manager) agent.Volumes {
+	if rt == nil {
+		return nil
+	}
+	return v
+}
+
+// startBuiltinNodeDriver serves the built-in CSI driver's node side on a
+// socket under the root dir and registers it through the plugin registry,
+// when the storage dir exists (the server makes it; a missing one means no
+// shared storage here).
+func startBuiltinNodeDriver(ctx context.Context, running *sync.WaitGroup, s options.Settings, name string, log *slog.Logger) error {
+	if s.StorageDir == "" {
+		return nil
+	}
+	if info, err := os.Stat(s.StorageDir); err != nil || !info.IsDir() {
+		log.Warn("the built-in CSI driver's node side is off: its storage dir is missing", "storage-dir", s.StorageDir)
+		return nil
+	}
+	driver, err := hostpath.New(hostpath.Config{DataDir: s.StorageDir, NodeID: name, Logger: log})
+	if err != nil {
+		return err
+	}
+	sock := filepath.Join(s.RootDir, "plugins", volume.BuiltinDriver, "csi.sock")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o750); err != nil {
+		return err
+	}
+	srv, err := driver.Start(sock, hostpath.Node)
+	if err != nil {
+		return fmt.Errorf("starting the built-in CSI driver's node side: %w", err)
+	}
+	reg, err := hostpath.NewRegistrar(hostpath.RegistrarConfig{Endpoint: sock, RootDir: s.RootDir, Logger: log})
+	if err != nil {
+		srv.Stop()
+		return err
+	}
+	regSrv, err := reg.Start()
+	if err != nil {
+		srv.Stop()
+		return fmt.Errorf("registering the built-in CSI driver: %w", err)
+	}
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		<-ctx.Done()
+		regSrv.Stop()
+		srv.Stop()
+	}()
+	return nil
 }
 
 // agentServer builds the agent's HTTPS server: the kubeconfig's CA signs

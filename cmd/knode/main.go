@@ -29,6 +29,7 @@ import (
 	"knode/internal/controller/nodelifecycle"
 	"knode/internal/server"
 	"knode/internal/version"
+	"knode/internal/volume"
 )
 
 func main() {
@@ -77,6 +78,9 @@ type serverFlags struct {
 	cloudConfig        string
 	verbose            bool
 	profiling          bool
+	noForceDetach      bool
+	builtinStorage     bool
+	storageDir         string
 }
 
 func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
@@ -104,6 +108,9 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 	fs.StringVar(&f.cloudConfig, "cloud-config", "", "configuration file of the cloud provider (for exec: see README)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
 	fs.BoolVar(&f.profiling, "profiling", true, "serve Go profiles at /debug/pprof/ to authorized users")
+	fs.BoolVar(&f.noForceDetach, "disable-force-detach-on-timeout", false, "never force-detach a volume from a node that stays NotReady after the 6-minute unmount wait; only the out-of-service taint detaches it")
+	fs.BoolVar(&f.builtinStorage, "builtin-storage", true, "run the built-in CSI driver ("+volume.BuiltinDriver+") with its attacher and provisioner, and install its CSIDriver and the default StorageClass \""+server.DefaultStorageClass+"\"")
+	fs.StringVar(&f.storageDir, "storage-dir", server.DefaultStorageDir, "data directory of the built-in CSI driver's volumes; every agent must see the same directory (this machine, or a shared mount)")
 }
 
 func (f *serverFlags) config() (server.Config, error) {
@@ -125,6 +132,11 @@ func (f *serverFlags) config() (server.Config, error) {
 			SecondaryNodeEvictionRate: nodelifecycle.RateFlag(f.secondaryRate),
 			UnhealthyZoneThreshold:    f.unhealthyThreshold,
 			LargeClusterSizeThreshold: f.largeClusterSize,
+		},
+		Storage: server.StorageConfig{
+			DisableForceDetachOnTimeout: f.noForceDetach,
+			DisableBuiltinDriver:        !f.builtinStorage,
+			DataDir:                     f.storageDir,
 		},
 		Logger: logger(f.verbose),
 	}

@@ -21,6 +21,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -109,7 +110,21 @@ type Config struct {
 	// StartEvents are recorded on the Node with Starting, each time the
 	// agent registers or adopts it.
 	StartEvents []nodestatus.Event
-	Logger      *slog.Logger
+	// Volumes, when set, is the volume manager: the pod worker sets up
+	// and tears down pods' volumes through it, and every status pass
+	// reports its InUse as status.volumesInUse and tells it what the
+	// server holds (ReportedInUse).
+	Volumes Volumes
+	Logger  *slog.Logger
+}
+
+// Volumes is the volume manager as the agent uses it.
+type Volumes interface {
+	pods.Volumes
+	// InUse is what status.volumesInUse must say.
+	InUse() []corev1.UniqueVolumeName
+	// ReportedInUse is told what the server's Node lists in volumesInUse.
+	ReportedInUse([]corev1.UniqueVolumeName)
 }
 
 // NodeLister gets a Node by name from a cache; the object it returns is
@@ -223,7 +238,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Runtime != nil {
 		// The worker reads the Node through a.nodes, which Run may fill
 		// only later: the lister below looks it up at each call.
-		worker, err := pods.New(pods.Config{Client: cfg.Client, NodeName: cfg.NodeName, Nodes: agentNodes{a}, Runtime: cfg.Runtime, Clock: cfg.Clock, Admit: cfg.PodAdmit, Logger: a.log})
+		worker, err := pods.New(pods.Config{Client: cfg.Client, NodeName: cfg.NodeName, Nodes: agentNodes{a}, Runtime: cfg.Runtime, Clock: cfg.Clock, Admit: cfg.PodAdmit, Volumes: workerVolumes(cfg.Volumes), Logger: a.log})
 		if err != nil {
 			return nil, err
 		}
@@ -510,7 +525,33 @@ func (a *Agent) snapshot() host.Facts {
 }
 
 func (a *Agent) applySetters(node *corev1.Node, facts host.Facts, now time.Time) error {
-	return nodestatus.Apply(a.setters, node, nodestatus.Facts{Host: facts, ReadyErrors: a.readyErrors()}, now)
+	err := nodestatus.Apply(a.setters, node, nodestatus.Facts{Host: facts, ReadyErrors: a.readyErrors()}, now)
+	if a.cfg.Volumes != nil {
+		node.Status.VolumesInUse = a.volumesInUse()
+	}
+	return err
+}
+
+// volumesInUse is the volume manager's InUse, sorted as upstream posts it.
+func (a *Agent) volumesInUse() []corev1.UniqueVolumeName {
+	if a.cfg.Volumes == nil {
+		return nil
+	}
+	names := a.cfg.Volumes.InUse()
+	slices.Sort(names)
+	if len(names) == 0 {
+		return nil
+	}
+	return names
+}
+
+// workerVolumes is v as the pod worker takes it: a nil interface when v is
+// nil.
+func workerVolumes(v Volumes) pods.Volumes {
+	if v == nil {
+		return nil
+	}
+	return v
 }
 
 // readyErrors are the agent's own reasons not to be Ready.
@@ -537,12 +578,24 @@ type quietPass struct {
 	facts           host.Facts
 	// shuttingDown is whether the node was shutting down (ShutdownStatus).
 	shuttingDown bool
+	// inUse is the volumes in use, joined.
+	inUse string
 }
 
 // holds reports whether a pass from node and facts would find nothing to
 // post, as the remembered one did.
-func (q quietPass) holds(node *corev1.Node, facts host.Facts, shuttingDown bool) bool {
-	return q.resourceVersion != "" && q.resourceVersion == node.ResourceVersion && q.facts.Equal(facts) && q.shuttingDown == shuttingDown
+func (q quietPass) holds(node *corev1.Node, facts host.Facts, shuttingDown bool, inUse string) bool {
+	return q.resourceVersion != "" && q.resourceVersion == node.ResourceVersion && q.facts.Equal(facts) && q.shuttingDown == shuttingDown && q.inUse == inUse
+}
+
+// inUseKey joins names for quietPass.
+func inUseKey(names []corev1.UniqueVolumeName) string {
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(string(n))
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // nodeStatusUpdateRetry is how many times a status pass tries before it
@@ -589,7 +642,11 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	}
 	facts := a.snapshot()
 	shuttingDown := len(a.readyErrors()) > 0
-	if a.quiet.holds(node, facts, shuttingDown) && !a.schedule.Due(false, now) {
+	if a.cfg.Volumes != nil {
+		a.cfg.Volumes.ReportedInUse(node.Status.VolumesInUse)
+	}
+	inUse := inUseKey(a.volumesInUse())
+	if a.quiet.holds(node, facts, shuttingDown, inUse) && !a.schedule.Due(false, now) {
 		a.mu.Lock()
 		a.stats.QuietPasses++
 		a.mu.Unlock()
@@ -605,7 +662,7 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	changed := statusreport.Changed(&node.Status, &updated.Status)
 	if !a.schedule.Due(changed, now) {
 		if !changed && setErr == nil {
-			a.quiet = quietPass{resourceVersion: node.ResourceVersion, facts: facts, shuttingDown: shuttingDown}
+			a.quiet = quietPass{resourceVersion: node.ResourceVersion, facts: facts, shuttingDown: shuttingDown, inUse: inUse}
 		}
 		return nil
 	}
@@ -619,6 +676,9 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	a.stats.StatusPosts++
 	a.mu.Unlock()
 	a.recordEvents(ctx, nodestatus.Events(a.cfg.NodeName, &node.Status, &posted.Status))
+	if a.cfg.Volumes != nil {
+		a.cfg.Volumes.ReportedInUse(posted.Status.VolumesInUse)
+	}
 	a.noteReady(posted)
 	return nil
 }

@@ -30,14 +30,17 @@ import (
 	"golang.org/x/net/http2"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"knode/internal/admission/defaultstorageclass"
 	"knode/internal/admission/defaulttolerationseconds"
 	"knode/internal/admission/noderestriction"
 	"knode/internal/admission/priority"
+	"knode/internal/admission/storageprotection"
 	"knode/internal/apiserver"
 	"knode/internal/auth"
 	"knode/internal/cloudprovider"
@@ -52,15 +55,21 @@ import (
 	"knode/internal/controller/tainteviction"
 	"knode/internal/openapi"
 	"knode/internal/registry"
+	csidriverreg "knode/internal/registry/csidriver"
+	csinodereg "knode/internal/registry/csinode"
 	dsreg "knode/internal/registry/daemonset"
 	eventreg "knode/internal/registry/event"
 	leasereg "knode/internal/registry/lease"
 	nsreg "knode/internal/registry/namespace"
 	nodereg "knode/internal/registry/node"
+	pvreg "knode/internal/registry/persistentvolume"
+	pvcreg "knode/internal/registry/persistentvolumeclaim"
 	podreg "knode/internal/registry/pod"
 	pdbreg "knode/internal/registry/poddisruptionbudget"
 	pcreg "knode/internal/registry/priorityclass"
 	rsreg "knode/internal/registry/replicaset"
+	screg "knode/internal/registry/storageclass"
+	vareg "knode/internal/registry/volumeattachment"
 	"knode/internal/scheduler"
 	"knode/internal/storage"
 	"knode/internal/storage/etcd"
@@ -103,6 +112,9 @@ type Config struct {
 	// NodeLifecycle configures the node lifecycle controller; Client,
 	// Clock, Registerer, Logger and NodeMonitorPeriod are filled in by Run.
 	NodeLifecycle nodelifecycle.Config
+	// Storage configures the volume controllers and the built-in CSI
+	// driver.
+	Storage StorageConfig
 	// Clock drives every timer; zero value means the real clock.
 	Clock clock.WithTicker
 	// Logger; nil means slog.Default().
@@ -132,6 +144,7 @@ func Kinds() []registry.Kind {
 	return []registry.Kind{
 		nsreg.Kind(), nodereg.Kind(), podreg.Kind(), eventreg.Kind(), leasereg.Kind(),
 		rsreg.Kind(), dsreg.Kind(), pdbreg.Kind(), pcreg.Kind(),
+		screg.Kind(), csidriverreg.Kind(), csinodereg.Kind(), vareg.Kind(), pvreg.Kind(), pvcreg.Kind(),
 	}
 }
 
@@ -212,6 +225,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	defaultClass, err := DefaultStorageClassAdmission(func() *apiserver.Server { return api })
+	if err != nil {
+		return err
+	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err = apiserver.New(apiserver.Config{
@@ -226,6 +243,8 @@ func Run(ctx context.Context, cfg Config) error {
 				NotReadyTolerationSeconds:    cfg.DefaultNotReadyTolerationSeconds,
 				UnreachableTolerationSeconds: cfg.DefaultUnreachableTolerationSeconds,
 			}),
+			defaultClass,
+			storageprotection.New(),
 		},
 		Clock:   cfg.Clock,
 		Version: version.Info(),
@@ -313,6 +332,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	go taintEviction.Run(ctx)
 	if err := startWorkloads(ctx, loopbackClient, cfg, log); err != nil {
+		return err
+	}
+	if err := startStorage(ctx, loopbackClient, cfg, metrics, log); err != nil {
 		return err
 	}
 	nlcCfg := cfg.NodeLifecycle
@@ -420,7 +442,34 @@ func NodeAccess(api func() *apiserver.Server) (auth.Authorizer, apiserver.Admitt
 		}
 		return obj.(*corev1.Node), nil
 	}
-	authz := append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{Pods: pods})), auth.DiscoveryAuthorizer{})
+	namespacePods := func(ctx context.Context, namespace string) ([]*corev1.Pod, error) {
+		objs, err := api().List(ctx, corev1.SchemeGroupVersion.WithResource("pods"), namespace)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*corev1.Pod, 0, len(objs))
+		for _, o := range objs {
+			out = append(out, o.(*corev1.Pod))
+		}
+		return out, nil
+	}
+	pvs := func(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+		obj, err := api().Get(ctx, corev1.SchemeGroupVersion.WithResource("persistentvolumes"), "", name)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*corev1.PersistentVolume), nil
+	}
+	attachments := func(ctx context.Context, name string) (*storagev1.VolumeAttachment, error) {
+		obj, err := api().Get(ctx, storagev1.SchemeGroupVersion.WithResource("volumeattachments"), "", name)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*storagev1.VolumeAttachment), nil
+	}
+	authz := append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{
+		Pods: pods, NamespacePods: namespacePods, PersistentVolumes: pvs, VolumeAttachments: attachments,
+	})), auth.DiscoveryAuthorizer{})
 	return authz, noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes})
 }
 
@@ -445,6 +494,26 @@ func PriorityAdmission(api func() *apiserver.Server) (apiserver.Admitter, error)
 			out := make([]schedulingv1.PriorityClass, 0, len(objs))
 			for _, o := range objs {
 				out = append(out, *o.(*schedulingv1.PriorityClass))
+			}
+			return out, nil
+		},
+	})
+}
+
+// DefaultStorageClassAdmission is the DefaultStorageClass admission plugin
+// as knode server wires it, listing StorageClasses through the server api
+// returns (called on each lookup, as for NodeAccess).
+func DefaultStorageClassAdmission(api func() *apiserver.Server) (apiserver.Admitter, error) {
+	gvr := storagev1.SchemeGroupVersion.WithResource("storageclasses")
+	return defaultstorageclass.New(defaultstorageclass.Config{
+		List: func(ctx context.Context) ([]storagev1.StorageClass, error) {
+			objs, err := api().List(ctx, gvr, "")
+			if err != nil {
+				return nil, err
+			}
+			out := make([]storagev1.StorageClass, 0, len(objs))
+			for _, o := range objs {
+				out = append(out, *o.(*storagev1.StorageClass))
 			}
 			return out, nil
 		},

@@ -182,7 +182,7 @@ func TestAgentUpNodeReady(t *testing.T) {
 	port := freePort(t)
 
 	start := time.Now()
-	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--kubelet-port", "0")
+	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--kubelet-port", "0", "--storage-dir", t.TempDir())
 	t.Cleanup(func() {
 		if !p.stop() {
 			t.Errorf("knode up did not exit within %s of SIGTERM", stopTimeout)
@@ -319,7 +319,7 @@ func TestAgentSecondNode(t *testing.T) {
 	config := writeFile(t, "kubelet.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeLeaseDurationSeconds: 8\n")
 	rootDir := t.TempDir()
 	args := []string{"agent", "--kubeconfig", node2Kubeconfig, "--root-dir", rootDir,
-		"--address", "127.0.0.1", "--port", "0",
+		"--address", "127.0.0.1", "--port", "0", "--storage-dir", s.StorageDir,
 		"--hostname-override", "node-2",
 		"--node-labels", "team=blue,node.kubernetes.io/pool=p1",
 		"--register-with-taints", "dedicated=infra:NoSchedule",

@@ -218,6 +218,9 @@ type server struct {
 	CAFile     string // DataDir/pki/ca.crt
 	// Home is HOME for kubectl: it keeps kubectl's discovery cache per server.
 	Home string
+	// StorageDir is the built-in CSI driver's data directory, which the
+	// test's agents share.
+	StorageDir string
 
 	args []string
 	proc *process
@@ -244,13 +247,14 @@ func startServer(t testing.TB, opts serverOptions) *server {
 		Kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"),
 		CAFile:     filepath.Join(dataDir, "pki", "ca.crt"),
 		Home:       t.TempDir(),
+		StorageDir: storageDir(t, opts.Args),
 	}
 	const attempts = 3
 	for i := 1; ; i++ {
 		s.Port = freePort(t)
 		s.URL = fmt.Sprintf("https://127.0.0.1:%d", s.Port)
 		s.args = append([]string{"server", "--data-dir", dataDir, "--bind-address", "127.0.0.1",
-			"--secure-port", strconv.Itoa(s.Port)}, opts.Args...)
+			"--secure-port", strconv.Itoa(s.Port), "--storage-dir", s.StorageDir}, opts.Args...)
 		s.proc = startProcess(t, s.args...)
 		proc := s.proc
 		t.Cleanup(func() {
@@ -268,6 +272,17 @@ func startServer(t testing.TB, opts serverOptions) *server {
 		}
 		t.Fatalf("knode %s: %v\n--- server log (tail) ---\n%s", strings.Join(s.args, " "), err, tail(proc.stderr.String(), 60))
 	}
+}
+
+// storageDir is the --storage-dir that args give, or a fresh temporary
+// directory: no test may use the machine's default.
+func storageDir(t testing.TB, args []string) string {
+	for i, a := range args {
+		if a == "--storage-dir" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return t.TempDir()
 }
 
 // Stop stops the server gracefully and reports whether it exited in time.

@@ -26,7 +26,7 @@ func startAgent(t *testing.T, s *server, name, rootDir string, extra ...string) 
 	}
 	kc := writeFile(t, name+".kubeconfig", kubeconfig.String())
 	cfg := writeFile(t, name+"-config.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeLeaseDurationSeconds: 4\n")
-	p := startProcess(t, append([]string{"agent", "--kubeconfig", kc, "--root-dir", rootDir, "--hostname-override", name, "--config", cfg, "--address", "127.0.0.1", "--port", "0"}, extra...)...)
+	p := startProcess(t, append([]string{"agent", "--kubeconfig", kc, "--root-dir", rootDir, "--hostname-override", name, "--config", cfg, "--address", "127.0.0.1", "--port", "0", "--storage-dir", s.StorageDir}, extra...)...)
 	t.Cleanup(func() {
 		p.stop()
 		killContainers(rootDir)

@@ -53,10 +53,17 @@ type Options struct {
 	// Graceful shutdown, beyond the KubeletConfiguration's fields.
 	LogindDropInDir       string
 	ShutdownStatusReserve time.Duration
+	// The built-in CSI driver's node side.
+	BuiltinStorage bool
+	StorageDir     string
 }
 
 // DefaultRootDir is where the agent keeps its state by default.
 const DefaultRootDir = "/var/lib/knode/agent"
+
+// DefaultStorageDir is the built-in CSI driver's data directory by default,
+// the server's default too.
+const DefaultStorageDir = "/var/lib/knode/storage"
 
 // AddFlags registers the kubelet's flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
@@ -77,6 +84,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate of the agent's server; default: a self-signed one in <root-dir>/pki")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.LogindDropInDir, "logind-drop-in-dir", logind.DefaultDropInDir, "where graceful shutdown writes the logind drop-in that raises InhibitDelayMaxSec")
+	fs.BoolVar(&o.BuiltinStorage, "builtin-storage", true, "run the node side of the built-in CSI driver when --storage-dir exists")
+	fs.StringVar(&o.StorageDir, "storage-dir", DefaultStorageDir, "data directory of the built-in CSI driver, the same the server uses (this machine, or a shared mount); the node side runs only when it exists")
 	fs.DurationVar(&o.ShutdownStatusReserve, "shutdown-status-reserve", 2*time.Second, "time kept, after the last priority group, for the pods' final statuses to reach the API server before the shutdown lock is released; asked of logind on top of the groups")
 }
 
@@ -108,6 +117,9 @@ type Settings struct {
 	Shutdown              shutdown.Settings
 	LogindDropInDir       string
 	ShutdownStatusReserve time.Duration
+	// StorageDir is the built-in CSI driver's data directory; empty turns
+	// its node side off.
+	StorageDir string
 }
 
 // Complete reads the config file, applies the flags that fs says were set,
@@ -129,6 +141,9 @@ func (o *Options) Complete(fs *pflag.FlagSet) (Settings, error) {
 		CloudProvider:             o.CloudProvider,
 		ProviderID:                o.ProviderID,
 		NodeLabels:                map[string]string{},
+	}
+	if o.BuiltinStorage {
+		s.StorageDir = o.StorageDir
 	}
 	var errs []error
 	// The file.

@@ -165,6 +165,7 @@ func defaults() options.Settings {
 		Port:                      10250,
 		LogindDropInDir:           "/etc/systemd/logind.conf.d",
 		ShutdownStatusReserve:     2 * time.Second,
+		StorageDir:                options.DefaultStorageDir,
 	}
 }
 

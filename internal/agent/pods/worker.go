@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,9 +97,32 @@ type Config struct {
 	// Admit, when set, is asked first about every new pod; a Rejection
 	// rejects it as Admit's own would (the node shutdown manager rejects
 	// pods while the node shuts down).
-	Admit  func(*corev1.Pod) *Rejection
-	Logger *slog.Logger
+	Admit func(*corev1.Pod) *Rejection
+	// Volumes, when set, sets up each pod's volumes before its containers
+	// start and tears them down after they stopped, before the deletion is
+	// finished. nil: pods start at once and nothing is mounted.
+	Volumes Volumes
+	// VolumeRetryPeriod is how soon Run passes again while a pod waits for
+	// its volumes; zero means DefaultVolumeRetryPeriod.
+	VolumeRetryPeriod time.Duration
+	Logger            *slog.Logger
 }
+
+// Volumes is the agent's volume manager as the worker uses it.
+type Volumes interface {
+	// Setup makes progress on pod's volumes without waiting, and reports
+	// whether all are ready; err says what is wrong meanwhile.
+	Setup(ctx context.Context, pod *corev1.Pod) (ready bool, err error)
+	// Teardown takes down the volumes of a pod whose containers stopped,
+	// and reports when nothing of them is left.
+	Teardown(ctx context.Context, uid types.UID) (done bool, err error)
+	// Cleanup tears down the volumes of pods keep does not claim.
+	Cleanup(ctx context.Context, keep func(types.UID) bool) error
+}
+
+// DefaultVolumeRetryPeriod paces passes while a pod waits for its volumes
+// (to be attached, or reported in use).
+const DefaultVolumeRetryPeriod = 250 * time.Millisecond
 
 func (c *Config) setDefaults() error {
 	var errs []error
@@ -116,6 +140,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.ResyncPeriod == 0 {
 		c.ResyncPeriod = DefaultResyncPeriod
+	}
+	if c.VolumeRetryPeriod <= 0 {
+		c.VolumeRetryPeriod = DefaultVolumeRetryPeriod
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -149,7 +176,14 @@ type Worker struct {
 	events int64
 	// terms are the pods Terminate was called for, by uid.
 	terms map[types.UID]*termination
+	// volumesPending: the last pass left a pod waiting for its volumes to
+	// be set up or torn down.
+	pendingVolumes atomic.Bool
 }
+
+// VolumesPending reports whether the last pass left a pod waiting for its
+// volumes, so that the next pass should come soon.
+func (w *Worker) VolumesPending() bool { return w.pendingVolumes.Load() }
 
 // Stats counts the worker's writes.
 type Stats struct {
@@ -225,6 +259,7 @@ func (w *Worker) Sync(ctx context.Context) error {
 	}
 	var errs []error
 	seen := map[types.UID]bool{}
+	w.pendingVolumes.Store(false)
 	for _, p := range pods {
 		seen[p.UID] = true
 		if err := w.syncPod(ctx, pass, p); err != nil {
@@ -236,6 +271,15 @@ func (w *Worker) Sync(ctx context.Context) error {
 			if err := w.removeOrphan(ctx, rs); err != nil {
 				errs = append(errs, fmt.Errorf("pod %s/%s (deleted): %w", rs.Namespace, rs.Name, err))
 			}
+		}
+	}
+	if w.cfg.Volumes != nil {
+		keep := func(uid types.UID) bool {
+			_, err := w.cfg.Runtime.PodStatus(uid)
+			return seen[uid] || err == nil
+		}
+		if err := w.cfg.Volumes.Cleanup(ctx, keep); err != nil {
+			errs = append(errs, fmt.Errorf("cleaning up volumes: %w", err))
 		}
 	}
 	w.forgetTerminations(seen)
@@ -308,11 +352,16 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 	case pod.DeletionTimestamp != nil:
 		return w.syncDeleting(ctx, ps, pod, known)
 	case terminal(pod.Status.Phase):
-		// Finished here, or ended by someone else: make sure nothing runs.
+		// Finished here, or ended by someone else: make sure nothing runs,
+		// then take its volumes down.
 		if known && !rs.Stopping {
 			return w.cfg.Runtime.StopPod(ctx, pod.UID, podGrace(pod))
 		}
-		return nil
+		if known && !rs.Stopped() {
+			return nil
+		}
+		_, err := w.teardownVolumes(ctx, pod.UID)
+		return err
 	case !w.admitted[pod.UID]:
 		rej := (*Rejection)(nil)
 		if w.cfg.Admit != nil {
@@ -327,6 +376,15 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 		w.admitted[pod.UID] = true
 		ps.active = append(ps.active, pod)
 		w.log.Info("admitted pod", "pod", klogName(pod))
+	}
+	if !known && w.cfg.Volumes != nil && len(pod.Spec.Volumes) > 0 {
+		ready, verr := w.cfg.Volumes.Setup(ctx, pod)
+		if !ready {
+			w.pendingVolumes.Store(true)
+			st := BuildStatus(pod, runtime.PodStatus{}, ps.hostIPs, false, ps.now)
+			waitingForVolumes(&st)
+			return errors.Join(verr, w.writeStatus(ctx, pod, st))
+		}
 	}
 	if !known {
 		if err := w.cfg.Runtime.StartPod(ctx, withIPs(pod, ps.hostIPs)); err != nil {
@@ -357,6 +415,11 @@ func (w *Worker) syncDeleting(ctx context.Context, ps *pass, pod *corev1.Pod, kn
 		if err := w.writeStatus(ctx, pod, BuildStatus(pod, rs, ps.hostIPs, true, ps.now)); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+	}
+	// As the kubelet: the deletion finishes only once the pod's volumes
+	// are down.
+	if done, err := w.teardownVolumes(ctx, pod.UID); !done {
+		return err
 	}
 	err := w.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
@@ -393,10 +456,36 @@ func (w *Worker) removeOrphan(ctx context.Context, rs runtime.PodStatus) error {
 	if err != nil || !now.Stopped() {
 		return err
 	}
+	if done, err := w.teardownVolumes(ctx, rs.UID); !done {
+		return err
+	}
 	delete(w.admitted, rs.UID)
 	delete(w.last, rs.UID)
 	w.log.Info("removed a pod deleted from the API", "pod", rs.Namespace+"/"+rs.Name)
 	return w.cfg.Runtime.RemovePod(ctx, rs.UID)
+}
+
+// teardownVolumes takes down the volumes of a pod whose containers have
+// stopped; done is true when there are none left (or no volume manager).
+func (w *Worker) teardownVolumes(ctx context.Context, uid types.UID) (bool, error) {
+	if w.cfg.Volumes == nil {
+		return true, nil
+	}
+	done, err := w.cfg.Volumes.Teardown(ctx, uid)
+	if !done {
+		w.pendingVolumes.Store(true)
+	}
+	return done, err
+}
+
+// waitingForVolumes marks a status written while the pod's volumes are
+// set up: no sandbox yet, every container waiting in ContainerCreating.
+func waitingForVolumes(st *corev1.PodStatus) {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == PodReadyToStartContainers {
+			st.Conditions[i].Status = corev1.ConditionFalse
+		}
+	}
 }
 
 // podGrace is how long pod's containers get to stop: the deletion's grace
@@ -472,6 +561,12 @@ func (w *Worker) writeFinalStatus(ctx context.Context, pod *corev1.Pod, st corev
 
 // recordEvent writes an event about pod from the kubelet source; failures
 // are only logged.
+// RecordEvent records an event about pod from the kubelet source, as the
+// worker's own events are (the volume manager's FailedMount, for one).
+func (w *Worker) RecordEvent(ctx context.Context, pod *corev1.Pod, eventType, reason, message string) {
+	w.recordEvent(ctx, pod, eventType, reason, message)
+}
+
 func (w *Worker) recordEvent(ctx context.Context, pod *corev1.Pod, eventType, reason, message string) {
 	now := metav1.NewTime(w.cfg.Clock.Now())
 	w.mu.Lock()
@@ -541,6 +636,10 @@ func (w *Worker) Run(ctx context.Context) error {
 				timer = w.cfg.Clock.NewTimer(at.Sub(w.cfg.Clock.Now()))
 				due = timer.C()
 			}
+		}
+		if timer == nil && w.VolumesPending() {
+			timer = w.cfg.Clock.NewTimer(w.cfg.VolumeRetryPeriod)
+			due = timer.C()
 		}
 		select {
 		case <-ctx.Done():
