@@ -220,6 +220,13 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 		running.Add(1)
 		go func() {
 			defer running.Done()
+			// The watcher writes the Node and its CSINode: it starts
+			// once the Node exists.
+			select {
+			case <-a.Registered():
+			case <-ctx.Done():
+				return
+			}
 			if err := plugins.Run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("the CSI plugin watcher stopped", "err", err)
 			}

@@ -217,6 +217,8 @@ func newUpCommand() *cobra.Command {
 				fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
 				o.AddFlags(fs)
 				o.RootDir = filepath.Join(f.dataDir, "agent")
+				// The agent serves the node side of the server's driver.
+				o.BuiltinStorage, o.StorageDir = f.builtinStorage, f.storageDir
 				// The agent's own server listens beside the API server.
 				o.Address, o.Port = f.bindAddress, kubeletPort
 				settings, err := o.Complete(fs)

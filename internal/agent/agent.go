@@ -202,10 +202,12 @@ type Agent struct {
 	// postNow asks Run's status loop for a pass at once (KickStatus).
 	postNow chan struct{}
 
-	mu         sync.Mutex
-	registered bool
-	readyOnce  sync.Once
-	stats      Stats
+	mu             sync.Mutex
+	registered     bool
+	registeredCh   chan struct{}
+	registeredOnce sync.Once
+	readyOnce      sync.Once
+	stats          Stats
 	// events numbers the events this agent records, so that names stay
 	// unique when the clock has not moved (always, in virtual time).
 	events int64
@@ -228,12 +230,13 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
-		cfg:      cfg,
-		log:      cfg.Logger.With("node", cfg.NodeName),
-		setters:  nodestatus.Setters(cfg.Status),
-		schedule: statusreport.NewSchedule(cfg.NodeStatusReportFrequency, cfg.Rand),
-		nodes:    cfg.Nodes,
-		postNow:  make(chan struct{}, 1),
+		registeredCh: make(chan struct{}),
+		cfg:          cfg,
+		log:          cfg.Logger.With("node", cfg.NodeName),
+		setters:      nodestatus.Setters(cfg.Status),
+		schedule:     statusreport.NewSchedule(cfg.NodeStatusReportFrequency, cfg.Rand),
+		nodes:        cfg.Nodes,
+		postNow:      make(chan struct{}, 1),
 	}
 	if cfg.Runtime != nil {
 		// The worker reads the Node through a.nodes, which Run may fill
@@ -424,7 +427,13 @@ func (a *Agent) markRegistered() {
 	a.registered = true
 	a.stats.Registrations++
 	a.mu.Unlock()
+	a.registeredOnce.Do(func() { close(a.registeredCh) })
 }
+
+// Registered is closed once the agent has registered (or adopted) its
+// Node; components that write to the Node (the CSI plugin watcher) start
+// then.
+func (a *Agent) Registered() <-chan struct{} { return a.registeredCh }
 
 // initialNode is the Node the agent creates: its labels, taints and
 // annotations, and a status computed by every setter that could run.
