@@ -272,4 +272,3 @@ func csiNodeDrivers(drivers []storagev1.CSINodeDriver) string {
 	}
 	return "[" + strings.Join(out, " ") + "]"
 }
-
