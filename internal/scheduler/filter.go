@@ -76,6 +76,10 @@ type PodInfo struct {
 	Requests Resources
 	NonZero  Resources
 	affinity requiredAffinity
+	// claims are the names of the PVCs the pod's volumes use, in the
+	// pod's namespace; nil for a pod without any, which the volume
+	// filters then skip at no cost.
+	claims []string
 }
 
 // NewPodInfo computes pod's scheduling facts.
@@ -86,6 +90,7 @@ func NewPodInfo(pod *corev1.Pod) *PodInfo {
 		Requests: PodRequests(pod, false),
 		NonZero:  PodRequests(pod, true),
 		affinity: newRequiredAffinity(pod),
+		claims:   podClaims(pod),
 	}
 	if pod.Spec.Priority != nil {
 		pi.Priority = *pod.Spec.Priority
@@ -388,14 +393,20 @@ func (a *requiredAffinity) match(node *corev1.Node) bool {
 }
 
 func (t *nodeTerm) matches(node *corev1.Node) bool {
+	return t.matchesNode(node.Name, node.Labels)
+}
+
+// matchesNode matches the term against a node's name and labels; a
+// volume's node affinity is matched with the labels alone (name "").
+func (t *nodeTerm) matchesNode(name string, nodeLabels map[string]string) bool {
 	if t.labels == nil && t.fields == nil {
 		return false
 	}
-	if t.labels != nil && !t.labels.Matches(labels.Set(node.Labels)) {
+	if t.labels != nil && !t.labels.Matches(labels.Set(nodeLabels)) {
 		return false
 	}
 	for _, f := range t.fields {
-		if (node.Name == f.name) != f.in {
+		if (name == f.name) != f.in {
 			return false
 		}
 	}

@@ -142,6 +142,20 @@ func (q *queue) moveAll(now time.Time) {
 	}
 }
 
+// moveClaimPods is moveAll for the unschedulable pods that use claims:
+// what a change to a storage object may help. It reports whether a pod
+// became active.
+func (q *queue) moveClaimPods(now time.Time) bool {
+	moved := false
+	for _, e := range q.pods {
+		if e.place == unschedulable && len(e.info.claims) > 0 {
+			q.release(e, now)
+			moved = moved || e.place == active
+		}
+	}
+	return moved
+}
+
 // flush activates pods whose backoff ended and releases pods left
 // unschedulable for maxUnschedulable.
 func (q *queue) flush(now time.Time) {

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"knode/internal/controller/loop"
 	"sync"
 	"time"
 
@@ -12,37 +11,50 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"knode/internal/controller/loop"
 )
 
-// Run follows node and pod informers until ctx ends, keeping the snapshot
-// and queue current and scheduling pods as they become ready: new pending
-// pods at once, failed ones after their backoff when a change may help
-// (see the package doc), and every 30 s on the clock those left
-// unschedulable for 5 minutes. It blocks, and returns after its writes in
-// flight are done; it returns early only if ctx ends before the informer
-// caches fill.
+// Run follows node, pod and storage informers (claims, volumes, classes,
+// CSINodes) until ctx ends, keeping the snapshot and queue current and
+// scheduling pods as they become ready: new pending pods at once, failed
+// ones after their backoff when a change may help (see the package doc),
+// pods waiting for their volumes once their claims are bound, and every
+// 30 s on the clock those left unschedulable for 5 minutes. The caches of
+// every informer must fill before it starts, so the server must serve the
+// storage kinds. It blocks, and returns after its writes in flight are
+// done; it returns early only if ctx ends before the informer caches
+// fill.
 func (s *Scheduler) Run(ctx context.Context) {
 	factory := s.factory
 	if factory == nil {
 		factory = informers.NewSharedInformerFactory(s.client, 0)
 		defer factory.Shutdown()
 	}
-	nodes := factory.Core().V1().Nodes().Informer()
-	pods := factory.Core().V1().Pods().Informer()
-	nodeReg, err := nodes.AddEventHandler(s.nodeHandler())
-	if err != nil {
-		s.log.Error("watching nodes", "err", err)
-		return
+	watched := []struct {
+		what     string
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{"nodes", factory.Core().V1().Nodes().Informer(), s.nodeHandler()},
+		{"pods", factory.Core().V1().Pods().Informer(), s.podHandler()},
+		{"persistentvolumeclaims", factory.Core().V1().PersistentVolumeClaims().Informer(), s.ClaimHandler()},
+		{"persistentvolumes", factory.Core().V1().PersistentVolumes().Informer(), s.VolumeHandler()},
+		{"storageclasses", factory.Storage().V1().StorageClasses().Informer(), s.ClassHandler()},
+		{"csinodes", factory.Storage().V1().CSINodes().Informer(), s.CSINodeHandler()},
 	}
-	defer func() { _ = nodes.RemoveEventHandler(nodeReg) }()
-	podReg, err := pods.AddEventHandler(s.podHandler())
-	if err != nil {
-		s.log.Error("watching pods", "err", err)
-		return
+	var synced []cache.InformerSynced
+	for _, w := range watched {
+		reg, err := w.informer.AddEventHandler(w.handler)
+		if err != nil {
+			s.log.Error("watching "+w.what, "err", err)
+			return
+		}
+		defer func() { _ = w.informer.RemoveEventHandler(reg) }()
+		synced = append(synced, w.informer.HasSynced, reg.HasSynced)
 	}
-	defer func() { _ = pods.RemoveEventHandler(podReg) }()
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), nodes.HasSynced, pods.HasSynced, nodeReg.HasSynced, podReg.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
 
@@ -53,7 +65,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 	sem := make(chan struct{}, s.parallelism)
 	for {
 		s.mu.Lock()
-		s.queue.flush(s.clock.Now())
+		now := s.clock.Now()
+		s.queue.flush(now)
+		s.expireWaits(now)
 		s.mu.Unlock()
 		for ctx.Err() == nil {
 			o, ok := s.decide()
@@ -70,7 +84,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 		}
 
 		s.mu.Lock()
-		next, backingOff := s.queue.nextBackoffEnd()
+		next, backingOff := s.nextWake()
 		s.mu.Unlock()
 		var timer clock.Timer
 		var due <-chan time.Time
@@ -85,7 +99,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 		case <-s.wake:
 		case <-ticker.C():
 			s.mu.Lock()
-			s.queue.flush(s.clock.Now())
+			now := s.clock.Now()
+			s.queue.flush(now)
+			s.expireWaits(now)
 			s.mu.Unlock()
 		case <-due:
 		}
@@ -134,6 +150,7 @@ func (s *Scheduler) nodeHandler() cache.ResourceEventHandler {
 			if _, name, ok := deletedKey(obj); ok {
 				s.mu.Lock()
 				s.snap.RemoveNode(name)
+				s.checkWaiting()
 				s.mu.Unlock()
 			}
 		},
@@ -173,6 +190,7 @@ func (s *Scheduler) podHandler() cache.ResourceEventHandler {
 			s.mu.Lock()
 			s.queue.remove(key)
 			delete(s.assumed, key)
+			s.forgetWait(key)
 			_, counted := s.snap.NodeOf(key)
 			if counted {
 				s.snap.RemovePod(key)
@@ -197,6 +215,7 @@ func (s *Scheduler) observePod(p *corev1.Pod) {
 	if p.Spec.NodeName != "" {
 		s.queue.remove(key)
 		delete(s.assumed, key)
+		s.forgetWait(key)
 		if isTerminal(p) {
 			if _, counted := s.snap.NodeOf(key); counted {
 				s.snap.RemovePod(key)
@@ -206,6 +225,12 @@ func (s *Scheduler) observePod(p *corev1.Pod) {
 			return
 		}
 		s.snap.AddPod(p)
+		// A pod on its way out no longer holds its ReadWriteOnce claims.
+		if p.DeletionTimestamp != nil && usesClaims(p) {
+			if s.queue.moveClaimPods(s.clock.Now()) {
+				s.signal()
+			}
+		}
 		return
 	}
 	if _, binding := s.assumed[key]; binding {
@@ -237,4 +262,11 @@ func deletedPod(obj any) *corev1.Pod {
 	}
 	p, _ := obj.(*corev1.Pod)
 	return p
+}
+
+// forgetWait drops a pod's volume wait: the pod is gone, or bound by
+// someone else. What it wrote stays assumed until the informer shows it.
+// Call it under mu.
+func (s *Scheduler) forgetWait(key types.NamespacedName) {
+	delete(s.waiting, key)
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // MaxNodeScore is the best score a node can get.
@@ -17,20 +18,35 @@ const MaxNodeScore int64 = 100
 // of a large cluster) and ties are broken in a fixed order rather than at
 // random, so a snapshot always gives the same answer.
 func Schedule(pod *PodInfo, snap *Snapshot) (string, error) {
+	node, _, err := schedule(pod, snap)
+	return node, err
+}
+
+// schedule is Schedule, also returning the pod's volume state (nil for a
+// pod without claims) for the chosen node's plan.
+func schedule(pod *PodInfo, snap *Snapshot) (string, *podVolumes, error) {
 	nodes := snap.Nodes()
 	if len(nodes) == 0 {
-		return "", ErrNoNodes
+		return "", nil, ErrNoNodes
 	}
 	fe := &FitError{NumAllNodes: len(nodes)}
 	names := pod.affinity.nodeNames
 	if names != nil {
 		if len(names) == 0 {
-			fe.PreFilterMsg = ReasonAffinityConflict
-			fe.Absent = &Status{Code: UnschedulableAndUnresolvable, Reasons: []string{ReasonAffinityConflict}}
-			fe.PostFilterMsg = preemption(pod, snap, fe)
-			return "", fe
+			fe.rejectAll(ReasonAffinityConflict)
+			fe.PostFilterMsg = preemption(pod, snap, fe, nil)
+			return "", nil, fe
 		}
 		fe.Absent = statusPreFilter
+	}
+	var vols *podVolumes
+	if len(pod.claims) > 0 {
+		var msg string
+		if vols, msg = snap.volumesFor(pod); msg != "" {
+			fe.rejectAll(msg)
+			fe.PostFilterMsg = preemption(pod, snap, fe, nil)
+			return "", nil, fe
+		}
 	}
 
 	var best *NodeInfo
@@ -39,7 +55,11 @@ func Schedule(pod *PodInfo, snap *Snapshot) (string, error) {
 		if names != nil && !names[n.Node.Name] {
 			continue
 		}
-		if st := RunFilters(pod, n); st != nil {
+		st := RunFilters(pod, n)
+		if st == nil && vols != nil {
+			st = vols.filter(n, nil)
+		}
+		if st != nil {
 			if fe.Statuses == nil {
 				fe.Statuses = map[string]*Status{}
 			}
@@ -52,10 +72,18 @@ func Schedule(pod *PodInfo, snap *Snapshot) (string, error) {
 		}
 	}
 	if best != nil {
-		return best.Node.Name, nil
+		return best.Node.Name, vols, nil
 	}
-	fe.PostFilterMsg = preemption(pod, snap, fe)
-	return "", fe
+	fe.PostFilterMsg = preemption(pod, snap, fe, vols)
+	return "", nil, fe
+}
+
+// rejectAll makes msg the pod's whole verdict, before any node was looked
+// at (a PreFilter rejection).
+func (e *FitError) rejectAll(msg string) {
+	e.PreFilterMsg = msg
+	e.Statuses = nil
+	e.Absent = &Status{Code: UnschedulableAndUnresolvable, Reasons: []string{msg}}
 }
 
 // LeastAllocated scores a node by the share of its allocatable cpu and
@@ -84,7 +112,7 @@ func leastRequested(requested, capacity int64) int64 {
 // knode does not preempt. When evicting would make room somewhere, it
 // returns "", as upstream's message has no preemption part then (upstream
 // would go on to evict; knode leaves the pod pending).
-func preemption(pod *PodInfo, snap *Snapshot, fe *FitError) string {
+func preemption(pod *PodInfo, snap *Snapshot, fe *FitError, vols *podVolumes) string {
 	if p := pod.Pod.Spec.PreemptionPolicy; p != nil && *p == corev1.PreemptNever {
 		return "preemption: " + preemptionNever
 	}
@@ -97,7 +125,7 @@ func preemption(pod *PodInfo, snap *Snapshot, fe *FitError) string {
 			continue
 		}
 		n := snap.Node(name)
-		st, helps := withoutLowerPriority(pod, n)
+		st, helps := withoutLowerPriority(pod, n, vols)
 		if helps {
 			return ""
 		}
@@ -112,22 +140,34 @@ func preemption(pod *PodInfo, snap *Snapshot, fe *FitError) string {
 // withoutLowerPriority checks whether node could take pod if every pod of
 // lower priority left it. It reports the node's status then, or helps
 // when the pod would fit.
-func withoutLowerPriority(pod *PodInfo, node *NodeInfo) (st *Status, helps bool) {
+func withoutLowerPriority(pod *PodInfo, node *NodeInfo, vols *podVolumes) (st *Status, helps bool) {
 	used := node.Requested.clone()
 	victims := 0
-	for _, u := range node.pods {
+	var gone map[types.NamespacedName]bool
+	for key, u := range node.pods {
 		if u.priority < pod.Priority {
 			used.minus(u.requests)
 			victims++
+			if vols != nil {
+				if gone == nil {
+					gone = map[types.NamespacedName]bool{}
+				}
+				gone[key] = true
+			}
 		}
 	}
 	if victims == 0 {
 		return &Status{Code: UnschedulableAndUnresolvable, Reasons: []string{ReasonNoVictims}}, false
 	}
-	// Only NodeResourcesFit can reject for a reason evicting changes;
-	// the filters before it passed already.
+	// Only NodeResourcesFit and the volume filters can reject for a reason
+	// evicting changes; the filters before them passed already.
 	if st := fit(&pod.Requests, &node.Allocatable, &used, node.NumPods()-victims); st != nil {
 		return st, false
+	}
+	if vols != nil {
+		if st := vols.filter(node, gone); st != nil {
+			return st, false
+		}
 	}
 	return nil, true
 }

@@ -50,8 +50,9 @@ func (b clientBinder) Bind(ctx context.Context, binding *corev1.Binding) error {
 
 // Config builds a Scheduler.
 type Config struct {
-	// Client lists and watches nodes and pods and writes pod status and
-	// events. Required.
+	// Client lists and watches nodes, pods and the storage objects, and
+	// writes bindings, pod status, events, and the volume and claim
+	// updates of PreBind. Required.
 	Client kubernetes.Interface
 	// Clock stamps conditions and events and paces backoff and Run's
 	// periodic retry. Zero value: the real clock.
@@ -61,8 +62,9 @@ type Config struct {
 	SchedulerName string
 	// Binder binds pods; nil means ClientBinder(Client).
 	Binder Binder
-	// Informers is where Run takes its node and pod informers from, to
-	// share them; nil makes Run build its own. Run starts it with its
+	// Informers is where Run takes its informers from (nodes, pods,
+	// persistentvolumeclaims, persistentvolumes, storageclasses, csinodes),
+	// to share them; nil makes Run build its own. Run starts it with its
 	// context. Sync never uses it.
 	Informers informers.SharedInformerFactory
 	// Parallelism bounds the binds and status writes in flight at once.
@@ -92,6 +94,14 @@ type Scheduler struct {
 	// assumed holds the pods assumed onto a node whose binding is not
 	// yet confirmed (by the informer in Run, by the next list in Sync).
 	assumed map[types.NamespacedName]string
+	// waiting are the assumed pods whose volume writes went through and
+	// that wait for their claims to be bound before their own binding.
+	waiting map[types.NamespacedName]*volumeWait
+	// ready are outcomes the volume waits produced, to be written before
+	// any new decision: a pod to bind, or a wait that failed.
+	ready []outcome
+	// checking and recheck keep checkWaiting from running inside itself.
+	checking, recheck bool
 	// wake tells Run that the queue may have work; capacity 1.
 	wake chan struct{}
 }
@@ -129,16 +139,19 @@ func New(cfg Config) (*Scheduler, error) {
 		snap:        NewSnapshot(),
 		queue:       newQueue(),
 		assumed:     map[types.NamespacedName]string{},
+		waiting:     map[types.NamespacedName]*volumeWait{},
 		wake:        make(chan struct{}, 1),
 	}, nil
 }
 
-// Sync makes one pass: it lists nodes and pods, rebuilds its snapshot
-// from them, and tries every pending pod once, by priority then age
-// (backoff does not apply to an explicit pass). It returns when every
-// binding, status patch and event of the pass is written. The error joins
-// the pass's failures (a failed list ends the pass at once); a pod that
-// fits nowhere is not an error.
+// Sync makes one pass: it lists nodes, pods and the storage objects (a
+// storage kind the server does not serve counts as empty), rebuilds its
+// snapshot from them, and tries every pending pod once, by priority then
+// age (backoff does not apply to an explicit pass). It returns when every
+// binding, volume write, status patch and event of the pass is written; a
+// pod whose claims are not bound yet is left pending for a later pass.
+// The error joins the pass's failures (a failed list ends the pass at
+// once); a pod that fits nowhere is not an error.
 func (s *Scheduler) Sync(ctx context.Context) error {
 	nodes, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -148,18 +161,26 @@ func (s *Scheduler) Sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	s.reset(nodes.Items, pods.Items)
+	st, err := listStorage(ctx, s.client)
+	if err != nil {
+		return err
+	}
+	s.reset(nodes.Items, pods.Items, st)
 	err = s.drain(ctx)
-	// The pass's bindings are done: those that went through are bound.
+	// The pass's bindings are done: those that went through are bound,
+	// and pods still waiting for their volumes are decided again next
+	// pass.
 	s.mu.Lock()
 	clear(s.assumed)
+	clear(s.waiting)
+	s.ready = nil
 	s.mu.Unlock()
 	return err
 }
 
 // reset replaces the snapshot and the queue with what was listed, keeping
 // the failure counts of pods still pending.
-func (s *Scheduler) reset(nodes []corev1.Node, pods []corev1.Pod) {
+func (s *Scheduler) reset(nodes []corev1.Node, pods []corev1.Pod, st *storageLists) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
@@ -167,6 +188,7 @@ func (s *Scheduler) reset(nodes []corev1.Node, pods []corev1.Pod) {
 	for i := range nodes {
 		snap.SetNode(&nodes[i])
 	}
+	st.into(snap)
 	pending := map[types.NamespacedName]bool{}
 	uids := map[types.UID]bool{}
 	for i := range pods {
@@ -190,6 +212,8 @@ func (s *Scheduler) reset(nodes []corev1.Node, pods []corev1.Pod) {
 	s.queue.activateAll()
 	s.snap = snap
 	clear(s.assumed)
+	clear(s.waiting)
+	s.ready = nil
 	s.events.keepOnly(uids)
 }
 
@@ -212,8 +236,12 @@ type QueueStats struct {
 	BackingOff int
 	// Unschedulable pods wait for a change that may help.
 	Unschedulable int
-	// Assumed pods are placed but their binding is not confirmed.
+	// Assumed pods are placed but their binding is not confirmed
+	// (including those waiting for their volumes).
 	Assumed int
+	// WaitingForVolumes pods had their volumes pre-bound or given the node
+	// and wait for the claims to be bound before their own binding.
+	WaitingForVolumes int
 }
 
 // Stats counts the pending pods.
@@ -221,7 +249,7 @@ func (s *Scheduler) Stats() QueueStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, b, u := s.queue.counts()
-	return QueueStats{Active: a, BackingOff: b, Unschedulable: u, Assumed: len(s.assumed)}
+	return QueueStats{Active: a + len(s.ready), BackingOff: b, Unschedulable: u, Assumed: len(s.assumed), WaitingForVolumes: len(s.waiting)}
 }
 
 // isPending reports whether the pod is this scheduler's to place.
@@ -241,25 +269,42 @@ type outcome struct {
 	info *PodInfo
 	node string // chosen node; "" when err is set
 	err  error  // *FitError or ErrNoNodes
+	// volumes are what to write before binding (PreBind); nil when the
+	// pod's claims are all bound. Once written, the pod binds only when
+	// they are bound.
+	volumes *volumePlan
+	// volumeErr is why waiting for the volumes failed: the pod went back
+	// to the queue, and the error is to be reported.
+	volumeErr error
 }
 
-// decide pops the first active pod and decides it: on a fit the pod is
-// assumed onto its node, else it goes back as unschedulable.
+// decide hands out the next outcome: one a volume wait produced, or the
+// first active pod, decided. On a fit the pod is assumed onto its node
+// (with its volume plan), else it goes back as unschedulable.
 func (s *Scheduler) decide() (outcome, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.ready) > 0 {
+		o := s.ready[0]
+		s.ready = s.ready[1:]
+		return o, true
+	}
 	e := s.queue.pop()
 	if e == nil {
 		return outcome{}, false
 	}
-	node, err := Schedule(e.info, s.snap)
+	node, vols, err := schedule(e.info, s.snap)
 	if err != nil {
 		s.queue.failed(e, s.clock.Now())
 		return outcome{e: e, info: e.info, err: err}, true
 	}
+	o := outcome{e: e, info: e.info, node: node}
+	if vols != nil {
+		o.volumes = s.reserveVolumes(vols, node)
+	}
 	s.snap.Assume(e.info, node)
 	s.assumed[e.info.Key] = node
-	return outcome{e: e, info: e.info, node: node}, true
+	return o, true
 }
 
 // drain decides every active pod in turn, writing up to parallelism
@@ -297,6 +342,14 @@ func (s *Scheduler) apply(ctx context.Context, o outcome) error {
 	if o.err != nil {
 		return s.unschedulable(ctx, pod, ConditionUnschedulable, o.err.Error())
 	}
+	if o.volumeErr != nil {
+		return s.volumesFailed(ctx, o)
+	}
+	if o.volumes != nil && !o.volumes.written {
+		if bind, err := s.preBind(ctx, o); !bind {
+			return err
+		}
+	}
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: o.node},
@@ -311,12 +364,8 @@ func (s *Scheduler) apply(ctx context.Context, o outcome) error {
 	// Give the node back; pods that failed may fit now.
 	gone := apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 	s.mu.Lock()
-	if s.assumed[key] == o.node {
-		delete(s.assumed, key)
-		if node, ok := s.snap.NodeOf(key); ok && node == o.node {
-			s.snap.RemovePod(key)
-		}
-	}
+	s.unassume(o)
+	s.checkWaiting()
 	now := s.clock.Now()
 	s.queue.moveAll(now)
 	if !gone {
@@ -380,6 +429,22 @@ func podScheduledFalse(pod *corev1.Pod, reason, message string, now time.Time) (
 		return want, have.Reason != want.Reason || have.Message != want.Message || have.ObservedGeneration != want.ObservedGeneration
 	}
 	return want, true
+}
+
+// unassume gives back what deciding o took: the pod's place on its node
+// and its volume assumptions. Call it under mu.
+func (s *Scheduler) unassume(o outcome) {
+	key := o.info.Key
+	if s.assumed[key] == o.node {
+		delete(s.assumed, key)
+		delete(s.waiting, key)
+		if node, ok := s.snap.NodeOf(key); ok && node == o.node {
+			s.snap.RemovePod(key)
+		}
+	}
+	if o.volumes != nil {
+		s.snap.restore(o.volumes)
+	}
 }
 
 // signal wakes Run.

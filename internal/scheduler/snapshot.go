@@ -22,6 +22,9 @@ type NodeInfo struct {
 	Requested        Resources
 	NonZeroRequested Resources
 	pods             map[types.NamespacedName]podUsage
+	// volumePods are the node's pods that use PVCs, with the claims' names
+	// (in the pod's namespace); nil when none does.
+	volumePods map[types.NamespacedName][]string
 }
 
 // podUsage is what one pod takes from its node, kept so that it can be
@@ -31,6 +34,7 @@ type podUsage struct {
 	priority int32
 	requests Resources
 	nonZero  Resources
+	claims   []string
 }
 
 // NumPods is how many pods the node counts against its pods capacity.
@@ -48,11 +52,13 @@ type Snapshot struct {
 	// sorted lists the nodes that have a Node, by name; nil when it must
 	// be rebuilt.
 	sorted []*NodeInfo
+	// storage holds what the volume filters read.
+	storage storage
 }
 
 // NewSnapshot returns an empty snapshot.
 func NewSnapshot() *Snapshot {
-	return &Snapshot{nodes: map[string]*NodeInfo{}, where: map[types.NamespacedName]string{}}
+	return &Snapshot{nodes: map[string]*NodeInfo{}, where: map[types.NamespacedName]string{}, storage: newStorage()}
 }
 
 // SetNode adds the node or replaces it with a newer version; its pods
@@ -141,11 +147,18 @@ func (s *Snapshot) Assume(pi *PodInfo, node string) {
 		n = &NodeInfo{pods: map[types.NamespacedName]podUsage{}}
 		s.nodes[node] = n
 	}
-	u := podUsage{priority: pi.Priority, requests: pi.Requests.clone(), nonZero: pi.NonZero.clone()}
+	u := podUsage{priority: pi.Priority, requests: pi.Requests.clone(), nonZero: pi.NonZero.clone(), claims: pi.claims}
 	n.pods[pi.Key] = u
 	n.Requested.plus(u.requests)
 	n.NonZeroRequested.plus(u.nonZero)
 	s.where[pi.Key] = node
+	if len(u.claims) > 0 {
+		if n.volumePods == nil {
+			n.volumePods = map[types.NamespacedName][]string{}
+		}
+		n.volumePods[pi.Key] = u.claims
+		s.storage.use(pi.Key, u.claims, claimUse{node: node, leaving: pi.Pod.DeletionTimestamp != nil})
+	}
 }
 
 // RemovePod stops counting the pod, wherever it was counted.
@@ -160,6 +173,10 @@ func (s *Snapshot) RemovePod(key types.NamespacedName) {
 	delete(n.pods, key)
 	n.Requested.minus(u.requests)
 	n.NonZeroRequested.minus(u.nonZero)
+	if len(u.claims) > 0 {
+		delete(n.volumePods, key)
+		s.storage.release(key, u.claims)
+	}
 	if n.Node == nil && len(n.pods) == 0 {
 		delete(s.nodes, name)
 	}

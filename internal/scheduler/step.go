@@ -18,13 +18,16 @@ func (s *Scheduler) NodeHandler() cache.ResourceEventHandler { return s.nodeHand
 func (s *Scheduler) PodHandler() cache.ResourceEventHandler { return s.podHandler() }
 
 // Step is Run's loop body made synchronous: it releases the pods whose
-// backoff has ended (and those unschedulable for too long), then decides
-// and writes every active pod in turn, one at a time, so that the order of
-// writes is fixed. It returns when the earliest remaining backoff ends (ok
-// false when none is backing off) and the joined write failures.
+// backoff has ended (and those unschedulable for too long), fails the
+// volume waits whose time is up, then decides and writes every active pod
+// in turn, one at a time, so that the order of writes is fixed. It returns
+// when the earliest remaining backoff or volume wait ends (ok false when
+// nothing waits on the clock) and the joined write failures.
 func (s *Scheduler) Step(ctx context.Context) (next time.Time, ok bool, err error) {
 	s.mu.Lock()
-	s.queue.flush(s.clock.Now())
+	now := s.clock.Now()
+	s.queue.flush(now)
+	s.expireWaits(now)
 	s.mu.Unlock()
 	var errs []error
 	for ctx.Err() == nil {
@@ -37,7 +40,7 @@ func (s *Scheduler) Step(ctx context.Context) (next time.Time, ok bool, err erro
 		}
 	}
 	s.mu.Lock()
-	next, ok = s.queue.nextBackoffEnd()
+	next, ok = s.nextWake()
 	s.mu.Unlock()
 	return next, ok, errors.Join(errs...)
 }
