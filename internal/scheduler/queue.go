@@ -36,6 +36,9 @@ type queued struct {
 	attempts int       // failed attempts so far
 	failedAt time.Time // when the last attempt failed
 	index    int       // position in the active heap
+	// moves is the queue's move count when the pod was popped: a move
+	// during its attempt may have made it fit.
+	moves uint64
 }
 
 // queue holds the pending pods: an active heap (higher priority first,
@@ -44,6 +47,9 @@ type queued struct {
 type queue struct {
 	pods   map[types.NamespacedName]*queued
 	active activeHeap
+	// moves counts the events that sent unschedulable pods back (moveAll,
+	// moveClaimPods), as upstream's move request cycle.
+	moves uint64
 }
 
 func newQueue() *queue {
@@ -104,6 +110,7 @@ func (q *queue) pop() *queued {
 	}
 	e := heap.Pop(&q.active).(*queued)
 	delete(q.pods, e.info.Key)
+	e.moves = q.moves
 	return e
 }
 
@@ -116,6 +123,11 @@ func (q *queue) failed(e *queued, now time.Time) {
 	e.attempts++
 	e.failedAt = now
 	e.place = unschedulable
+	if e.moves != q.moves {
+		// Something changed while it was tried: it waits out its backoff
+		// only, not for another change that may never come.
+		e.place = backingOff
+	}
 	q.pods[e.info.Key] = e
 }
 
@@ -135,6 +147,7 @@ func (q *queue) retry(e *queued, now time.Time) {
 // backoff is over, else to wait for it. Call it on a change that may let
 // pods fit (a node added or changed, a bound pod gone).
 func (q *queue) moveAll(now time.Time) {
+	q.moves++
 	for _, e := range q.pods {
 		if e.place == unschedulable {
 			q.release(e, now)
@@ -144,13 +157,15 @@ func (q *queue) moveAll(now time.Time) {
 
 // moveClaimPods is moveAll for the unschedulable pods that use claims:
 // what a change to a storage object may help. It reports whether a pod
-// became active.
+// moved (to the active heap, or to back off: either way the loop must
+// look again at when to wake).
 func (q *queue) moveClaimPods(now time.Time) bool {
+	q.moves++
 	moved := false
 	for _, e := range q.pods {
 		if e.place == unschedulable && len(e.info.claims) > 0 {
 			q.release(e, now)
-			moved = moved || e.place == active
+			moved = true
 		}
 	}
 	return moved

@@ -139,3 +139,47 @@ func TestQueueRemove(t *testing.T) {
 		t.Errorf("removed pods came back: %v", got)
 	}
 }
+
+// TestQueueMoveDuringAttempt: a change that arrives while a pod is being
+// tried (a claim bound meanwhile, say) sends the pod to back off instead of
+// waiting for another change; without such a change it waits.
+func TestQueueMoveDuringAttempt(t *testing.T) {
+	q := newQueue()
+	q.upsert(NewPodInfo(mkPod("moved", "", "")), t0)
+	e := q.pop()
+	q.moveAll(t0)
+	q.failed(e, t0)
+	if got := q.pods[e.info.Key].place; got != backingOff {
+		t.Fatalf("place after a move during the attempt = %v, want backingOff", got)
+	}
+	q.flush(t0.Add(time.Second))
+	if got := popAll(q); len(got) != 1 || got[0] != "moved" {
+		t.Fatalf("after the backoff, popped %v, want [moved]", got)
+	}
+
+	q.upsert(NewPodInfo(mkPod("quiet", "", "")), t0)
+	e = q.pop()
+	q.failed(e, t0)
+	if got := q.pods[e.info.Key].place; got != unschedulable {
+		t.Fatalf("place with no move = %v, want unschedulable", got)
+	}
+}
+
+// TestQueueMoveClaimPodsReportsBackoff: a claim pod sent to back off counts
+// as moved, so that the loop sets a timer for its backoff's end.
+func TestQueueMoveClaimPodsReportsBackoff(t *testing.T) {
+	q := newQueue()
+	info := NewPodInfo(mkPod("p", "", ""))
+	info.claims = []string{"data"}
+	q.upsert(info, t0)
+	q.failed(q.pop(), t0)
+	if !q.moveClaimPods(t0) {
+		t.Fatal("moveClaimPods = false for a pod sent to back off")
+	}
+	if got := q.pods[info.Key].place; got != backingOff {
+		t.Fatalf("place = %v, want backingOff", got)
+	}
+	if q.moveClaimPods(t0) {
+		t.Fatal("moveClaimPods = true with no unschedulable claim pod")
+	}
+}

@@ -123,7 +123,9 @@ func TestVolumesEndToEnd(t *testing.T) {
 	handle := pv.Spec.CSI.VolumeHandle
 	unique := volume.UniqueName(volume.BuiltinDriver, handle)
 	var writer *corev1.Pod
-	eventually(t, "pod writer Running", 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	// Well under the scheduler's 30 s flush: the claim's binding must move
+	// the pod, not the periodic retry.
+	eventually(t, "pod writer Running", 20*time.Second, 50*time.Millisecond, func() (bool, string) {
 		p, err := client.CoreV1().Pods("default").Get(ctx, "writer", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
