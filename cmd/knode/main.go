@@ -49,6 +49,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServerCommand(), newUpCommand(), newAgentCommand(), newVersionCommand(), newKubeconfigCommand(), newSimCommand())
+	root.AddCommand(newCSIDriverCommand())
 	return root
 }
 
