@@ -71,6 +71,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"knode/internal/controller/loop"
+	"knode/internal/controller/volume/retry"
 	"knode/internal/volume"
 )
 
@@ -127,7 +128,7 @@ type Controller struct {
 
 	mu    sync.Mutex
 	caps  *Caps
-	retry *retries
+	retry *retry.Backoff
 }
 
 // New checks cfg and builds a Controller. It does not call the driver.
@@ -165,7 +166,7 @@ func New(cfg Config) (*Controller, error) {
 		log:      cfg.Logger.With("controller", Name, "driver", cfg.Driver),
 		identity: csi.NewIdentityClient(cfg.Conn),
 		driver:   csi.NewControllerClient(cfg.Conn),
-		retry:    newRetries(cfg.RetryStart, cfg.RetryMax),
+		retry:    retry.New(cfg.RetryStart, cfg.RetryMax),
 	}, nil
 }
 
@@ -214,7 +215,7 @@ func (c *Controller) Sync(ctx context.Context) error {
 		}
 		key := "va/" + va.Name
 		live[key] = true
-		if !c.retry.due(key, now) {
+		if !c.retry.Due(key, now) {
 			continue
 		}
 		var pv *corev1.PersistentVolume
@@ -228,10 +229,10 @@ func (c *Controller) Sync(ctx context.Context) error {
 			err = c.detach(ctx, va, pv, csiNode, now)
 		}
 		if err != nil {
-			c.retry.failed(key, now)
+			c.retry.Failed(key, now)
 			errs = append(errs, fmt.Errorf("volumeattachment %s: %w", va.Name, err))
 		} else {
-			c.retry.succeeded(key)
+			c.retry.Succeeded(key)
 		}
 	}
 
@@ -248,19 +249,19 @@ func (c *Controller) Sync(ctx context.Context) error {
 		}
 		key := "pv/" + n
 		live[key] = true
-		if !c.retry.due(key, now) {
+		if !c.retry.Due(key, now) {
 			continue
 		}
 		patch, _ := RemoveFinalizerPatch(pv.Finalizers, finalizer)
 		if _, err := cs.CoreV1().PersistentVolumes().Patch(ctx, n, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			c.retry.failed(key, now)
+			c.retry.Failed(key, now)
 			errs = append(errs, fmt.Errorf("removing finalizer from persistentvolume %s: %w", n, err))
 			continue
 		}
-		c.retry.succeeded(key)
+		c.retry.Succeeded(key)
 		c.log.Info("removed finalizer from persistentvolume", "pv", n)
 	}
-	c.retry.keep(func(k string) bool { return live[k] })
+	c.retry.Keep(func(k string) bool { return live[k] })
 	return errors.Join(errs...)
 }
 
@@ -269,7 +270,7 @@ func (c *Controller) capabilities(ctx context.Context) (Caps, error) {
 	if c.caps != nil {
 		return *c.caps, nil
 	}
-	cctx, cancel := withTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
+	cctx, cancel := retry.WithTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
 	defer cancel()
 	plugin, err := c.identity.GetPluginCapabilities(cctx, &csi.GetPluginCapabilitiesRequest{})
 	if err != nil {
@@ -316,7 +317,7 @@ func (c *Controller) attach(ctx context.Context, va *storagev1.VolumeAttachment,
 		}
 		va = updated
 	}
-	cctx, cancel := withTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
+	cctx, cancel := retry.WithTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
 	resp, err := c.driver.ControllerPublishVolume(cctx, plan.Request)
 	cancel()
 	if err != nil {
@@ -357,7 +358,7 @@ func (c *Controller) detach(ctx context.Context, va *storagev1.VolumeAttachment,
 	if plan.Err != nil {
 		return c.detachFailed(ctx, va, plan.Err, now)
 	}
-	cctx, cancel := withTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
+	cctx, cancel := retry.WithTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
 	_, err := c.driver.ControllerUnpublishVolume(cctx, plan.Request)
 	cancel()
 	if err != nil {
@@ -421,7 +422,7 @@ func (c *Controller) patch(ctx context.Context, va, next *storagev1.VolumeAttach
 func (c *Controller) nextDue() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.retry.next()
+	return c.retry.Next()
 }
 
 // Run passes at once, then whenever a VolumeAttachment, PV or CSINode

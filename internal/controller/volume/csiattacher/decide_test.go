@@ -1,7 +1,6 @@
 package csiattacher
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"knode/internal/volume"
@@ -464,61 +462,6 @@ func TestCapsOf(t *testing.T) {
 	if got := CapsOf(&csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{rpc(csi.ControllerServiceCapability_RPC_PUBLISH_READONLY)}}); got != (Caps{PublishReadonly: true}) {
 		t.Errorf("CapsOf(PUBLISH_READONLY) = %+v", got)
 	}
-}
-
-func TestRetries(t *testing.T) {
-	r := newRetries(time.Second, 5*time.Second)
-	if !r.due("a", now) || !r.next().IsZero() {
-		t.Fatal("a fresh key is not due, or something waits")
-	}
-	var waits []time.Duration
-	at := now
-	for range 5 {
-		next := r.failed("a", at)
-		waits = append(waits, next.Sub(at))
-		if r.due("a", next.Add(-time.Nanosecond)) {
-			t.Errorf("due a nanosecond before %v", next)
-		}
-		if !r.due("a", next) {
-			t.Errorf("not due at exactly %v", next)
-		}
-		at = next
-	}
-	if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}, waits); diff != "" {
-		t.Errorf("waits (-want +got):\n%s", diff)
-	}
-	r.failed("b", now)
-	if got := r.next(); !got.Equal(now.Add(time.Second)) {
-		t.Errorf("next = %v, want b's %v", got, now.Add(time.Second))
-	}
-	r.succeeded("b")
-	r.keep(func(k string) bool { return k != "a" })
-	if !r.next().IsZero() {
-		t.Errorf("keys remain after succeeded and keep: %v", r.m)
-	}
-	r.failed("a", now)
-	if got := r.failed("a", now); !got.Equal(now.Add(2 * time.Second)) {
-		t.Errorf("a key forgotten by keep did not restart its back-off: due %v", got)
-	}
-}
-
-func TestWithTimeout(t *testing.T) {
-	clk := clocktesting.NewFakeClock(now)
-	ctx, cancel := withTimeout(context.Background(), clk, 10*time.Second)
-	defer cancel()
-	clk.Step(10*time.Second - time.Nanosecond)
-	if ctx.Err() != nil {
-		t.Fatal("cancelled before the timeout")
-	}
-	clk.Step(time.Nanosecond)
-	<-ctx.Done()
-	if !errors.Is(ctx.Err(), context.Canceled) {
-		t.Errorf("ctx.Err() = %v", ctx.Err())
-	}
-
-	ctx, cancel = withTimeout(context.Background(), clk, time.Hour)
-	cancel()
-	<-ctx.Done()
 }
 
 // The gRPC code goes into attach errors only, and only for the driver's

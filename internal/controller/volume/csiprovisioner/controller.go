@@ -88,6 +88,7 @@ import (
 
 	"knode/internal/controller/events"
 	"knode/internal/controller/loop"
+	"knode/internal/controller/volume/retry"
 	"knode/internal/volume"
 )
 
@@ -160,7 +161,7 @@ type Controller struct {
 
 	mu    sync.Mutex
 	caps  *Caps
-	retry *retries
+	retry *retry.Backoff
 }
 
 // New checks cfg and builds a Controller. It does not call the driver.
@@ -203,7 +204,7 @@ func New(cfg Config) (*Controller, error) {
 		identity: csi.NewIdentityClient(cfg.Conn),
 		driver:   csi.NewControllerClient(cfg.Conn),
 		rec:      &events.Recorder{Client: cfg.Client.CoreV1(), Source: cfg.Driver, Logger: log},
-		retry:    newRetries(cfg.RetryStart, cfg.RetryMax),
+		retry:    retry.New(cfg.RetryStart, cfg.RetryMax),
 	}, nil
 }
 
@@ -269,7 +270,7 @@ func (c *Controller) Sync(ctx context.Context) error {
 		}
 		key := "claim/" + string(claim.UID)
 		live[key] = true
-		if !c.retry.due(key, p.now) {
+		if !c.retry.Due(key, p.now) {
 			continue
 		}
 		slow := false
@@ -278,12 +279,12 @@ func (c *Controller) Sync(ctx context.Context) error {
 		}
 		switch {
 		case err == nil:
-			c.retry.succeeded(key)
+			c.retry.Succeeded(key)
 			continue
 		case slow:
-			c.retry.failedLong(key, p.now)
+			c.retry.FailedLong(key, p.now)
 		default:
-			c.retry.failed(key, p.now)
+			c.retry.Failed(key, p.now)
 		}
 		errs = append(errs, fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err))
 	}
@@ -300,17 +301,17 @@ func (c *Controller) Sync(ctx context.Context) error {
 		}
 		key := "pv/" + n
 		live[key] = true
-		if !c.retry.due(key, p.now) {
+		if !c.retry.Due(key, p.now) {
 			continue
 		}
 		if err := c.syncVolume(ctx, p, pv); err != nil {
-			c.retry.failed(key, p.now)
+			c.retry.Failed(key, p.now)
 			errs = append(errs, fmt.Errorf("persistentvolume %s: %w", n, err))
 			continue
 		}
-		c.retry.succeeded(key)
+		c.retry.Succeeded(key)
 	}
-	c.retry.keep(func(k string) bool { return live[k] })
+	c.retry.Keep(func(k string) bool { return live[k] })
 	return errors.Join(errs...)
 }
 
@@ -319,7 +320,7 @@ func (c *Controller) capabilities(ctx context.Context) (Caps, error) {
 	if c.caps != nil {
 		return *c.caps, nil
 	}
-	cctx, cancel := withTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
+	cctx, cancel := retry.WithTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
 	defer cancel()
 	plugin, err := c.identity.GetPluginCapabilities(cctx, &csi.GetPluginCapabilitiesRequest{})
 	if err != nil {
@@ -392,7 +393,7 @@ func (c *Controller) provision(ctx context.Context, p *pass, claim *corev1.Persi
 	if err != nil {
 		return false, c.failed(ctx, claim, err, reschedule, p.now)
 	}
-	cctx, cancel := withTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
+	cctx, cancel := retry.WithTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
 	resp, err := c.driver.CreateVolume(cctx, prep.Request)
 	cancel()
 	if err != nil {
@@ -442,7 +443,7 @@ func (c *Controller) failed(ctx context.Context, claim *corev1.PersistentVolumeC
 
 // cleanup deletes a volume that will get no PV, trying a few times.
 func (c *Controller) cleanup(ctx context.Context, id string) error {
-	cctx, cancel := withTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
+	cctx, cancel := retry.WithTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
 	defer cancel()
 	var err error
 	for range cleanupAttempts {
@@ -473,7 +474,7 @@ func (c *Controller) syncVolume(ctx context.Context, p *pass, pv *corev1.Persist
 	}
 	req, err := DeleteRequest(pv, p.caps, p.vas)
 	if err == nil {
-		cctx, cancel := withTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
+		cctx, cancel := retry.WithTimeout(ctx, c.cfg.Clock, c.cfg.Timeout)
 		_, err = c.driver.DeleteVolume(cctx, req)
 		cancel()
 	}
@@ -543,7 +544,7 @@ func (c *Controller) claimEvent(ctx context.Context, claim *corev1.PersistentVol
 func (c *Controller) nextDue() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.retry.next()
+	return c.retry.Next()
 }
 
 // Run passes at once, then whenever a claim, PV, StorageClass or CSINode
