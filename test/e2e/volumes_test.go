@@ -86,9 +86,26 @@ func TestVolumesEndToEnd(t *testing.T) {
 		waitDriverRegistered(t, client, name)
 	}
 
+	// 0. The baseline: a pod without volumes, from creation to Running.
+	plain := volumePod("plain", "node-1", "", "sleep 3600", corev1.RestartPolicyNever)
+	spec := plain["spec"].(map[string]any)
+	delete(spec, "volumes")
+	delete(spec["containers"].([]any)[0].(map[string]any), "volumeMounts")
+	start := time.Now()
+	mustKubectl("apply", "-f", writeObjects(t, "plain.json", plain))
+	eventually(t, "pod plain Running", 20*time.Second, 50*time.Millisecond, func() (bool, string) {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "plain", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodRunning, describePods([]corev1.Pod{*p})
+	})
+	t.Logf("baseline: a pod without volumes created -> Running in %v", time.Since(start).Round(time.Millisecond))
+	mustKubectl("delete", "pod", "plain", "--wait=false", "--grace-period=0", "--force")
+
 	// 1. The claim is provisioned by the built-in driver and bound; the pod
 	// starts on node-1 and writes a file.
-	start := time.Now()
+	start = time.Now()
 	mustKubectl("apply", "-f", writeObjects(t, "writer.json",
 		map[string]any{
 			"apiVersion": "v1", "kind": "PersistentVolumeClaim",
