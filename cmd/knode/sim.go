@@ -33,10 +33,10 @@ func newSimRunCommand() *cobra.Command {
 		Use:   "run FILE",
 		Short: "Replay a scenario script in virtual time and write its timeline",
 		Long: `Replay a scenario script in virtual time with knode's real API server,
-node lifecycle controller, taint eviction, scheduler and agents, and write
-DIR/timeline.csv and DIR/timeline.svg. The same script and seed always give
-the same timeline. See examples/sim for scripts and the README for the
-language.`,
+node lifecycle controller, taint eviction, scheduler, PV binder,
+attach/detach controller and agents, and write DIR/timeline.csv and
+DIR/timeline.svg. The same script and seed always give the same timeline.
+See examples/sim for scripts and the README for the language.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {

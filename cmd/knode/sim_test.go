@@ -66,3 +66,39 @@ func TestSimRunRejectsNegativeWorkers(t *testing.T) {
 		t.Fatalf("err = %v, want --workers=-1: must be 0 or more", err)
 	}
 }
+
+// TestSimRunVolumes runs a scenario whose pods mount volumes: the summary,
+// the timeline's volume columns and the plot show them.
+func TestSimRunVolumes(t *testing.T) {
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "volumes.txt")
+	if err := os.WriteFile(scenario, []byte("nodes 2 zone=a\npods 2 volume\npods 1\nrun 1m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetOut(&stdout)
+	cmd.SetArgs([]string{"sim", "run", scenario, "--out", out})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "zone a: 2 nodes, at most 0 not Ready, none tainted NoExecute, no pod evicted, at most 2 volumes attached, none force-detached, 2 attached at the end, 3 pods running at the end"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "timeline.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := timeline.ReadCSV(bytes.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rows[len(rows)-1]; last.VolumesAttached != 2 || last.VolumesForceDetached != 0 {
+		t.Errorf("last row %+v, want 2 volumes attached, none force-detached", last)
+	}
+	svg, err := os.ReadFile(filepath.Join(out, "timeline.svg"))
+	if err != nil || !bytes.Contains(svg, []byte("volumes_attached (right axis)")) {
+		t.Errorf("timeline.svg does not plot volumes_attached: %v", err)
+	}
+}

@@ -144,6 +144,9 @@ func (w *World) addAgent(zone string, index int) error {
 func (a *simAgent) build() error {
 	w := a.w
 	rt := fakeruntime.New(fakeruntime.Config{Clock: a.clk})
+	// The agent's volume manager, which each boot starts afresh: a reboot
+	// leaves nothing mounted.
+	vols := newSimVolumes(a)
 	ag, err := agent.New(agent.Config{
 		Client:                    a.client,
 		NodeName:                  a.name,
@@ -159,12 +162,13 @@ func (a *simAgent) build() error {
 		Rand:                      a.rand,
 		Nodes:                     nodeLister{w.mirror},
 		ShutdownStatus:            a.shutdownStatus,
+		Volumes:                   vols,
 		Logger:                    w.log,
 	})
 	if err != nil {
 		return err
 	}
-	worker, err := pods.New(pods.Config{Client: a.client, NodeName: a.name, Nodes: nodeLister{w.mirror}, Pods: podLister{w.mirror}, Runtime: rt, Clock: a.clk, Admit: a.admit, Logger: w.log})
+	worker, err := pods.New(pods.Config{Client: a.client, NodeName: a.name, Nodes: nodeLister{w.mirror}, Pods: podLister{w.mirror}, Runtime: rt, Clock: a.clk, Admit: a.admit, Volumes: vols, Logger: w.log})
 	if err != nil {
 		return err
 	}
@@ -435,8 +439,10 @@ func (a *simAgent) kick(wk work) {
 
 // syncPods syncs the agent's pods and, while the machine shuts down, steps
 // the shutdown manager; then it sets a timer for whichever is due first
-// of the runtime's next change and the manager's next step. When the
-// manager has released its lock, the machine goes off.
+// of the runtime's next change (or, with none, the worker's volume retry
+// while a pod waits for its volumes, as its Run loop does) and the
+// manager's next step. When the manager has released its lock, the
+// machine goes off.
 func (a *simAgent) syncPods() {
 	if err := a.worker.Sync(a.w.ctx); err != nil {
 		a.w.log.Warn("pod sync failed", "node", a.name, "err", err)
@@ -446,6 +452,9 @@ func (a *simAgent) syncPods() {
 		a.timers[podsTimer] = nil
 	}
 	at, ok := a.rt.NextChange()
+	if !ok && a.worker.VolumesPending() {
+		at, ok = a.clk.Now().Add(pods.DefaultVolumeRetryPeriod), true
+	}
 	if a.power == shuttingDown {
 		step := a.shutdown.Step(a.w.ctx)
 		if step.IsZero() {
@@ -468,7 +477,12 @@ func (a *simAgent) syncPods() {
 //     running, and nothing reaches the API server from them;
 //   - start brings silent agents back as they were, and boots machines
 //     that were shut down (see boot); running agents are left alone;
-//   - shutdown shuts the machines down (see shutDown).
+//   - shutdown shuts the machines down (see shutDown);
+//   - force-delete deletes the pods bound to the nodes at once (grace
+//     period 0), as an operator does;
+//   - out-of-service taints the nodes node.kubernetes.io/out-of-service=
+//     nodeshutdown:NoExecute, as an operator does once they are known to
+//     be off.
 func (w *World) Act(action script.Action, zone string, from, count int) error {
 	agents := w.zones[zone]
 	if len(agents) == 0 {
@@ -495,6 +509,14 @@ func (w *World) Act(action script.Action, zone string, from, count int) error {
 			}
 		case script.Shutdown:
 			a.shutDown()
+		case script.ForceDelete:
+			if err := w.forceDelete(a.name); err != nil {
+				return err
+			}
+		case script.OutOfService:
+			if err := w.markOutOfService(a.name); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("unknown action %q", action)
 		}

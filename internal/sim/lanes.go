@@ -19,7 +19,8 @@ import (
 // shutdown manager's steps that follow a pod sync) touch only that agent's
 // own objects: its Node, its Lease, the pods bound to it, the events it
 // records and the files in its own root directory; and they read only
-// their own Node and pods from the mirror. What spans agents (the at
+// their own Node and pods from the mirror, and the claims, volumes and
+// VolumeAttachments, which no agent writes. What spans agents (the at
 // statements, logind's deadline for a machine shutting down) runs on the
 // driving goroutine, as any other timer. So between
 // two callbacks of anything else (a controller pass, a sample), the agents'

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,9 +19,10 @@ import (
 
 // TestLanesKeepTheOutcome runs scenarios one callback at a time and in
 // batches on several goroutines: the timelines must match, and so must
-// every Node, Lease and Pod, apart from the revisions they were written at.
+// every Node, Lease, Pod, claim, volume and attachment, apart from the
+// revisions they were written at.
 func TestLanesKeepTheOutcome(t *testing.T) {
-	for _, path := range []string{"testdata/stop-start.txt", "../../examples/sim/zone-outage.txt", "../../examples/sim/rolling-reboot.txt"} {
+	for _, path := range []string{"testdata/stop-start.txt", "../../examples/sim/zone-outage.txt", "../../examples/sim/rolling-reboot.txt", "../../examples/sim/zone-outage-volumes.txt"} {
 		t.Run(path, func(t *testing.T) {
 			serial := replayWorld(t, path, Config{Seed: 3, Batch: 1, Workers: 1})
 			lanes := replayWorld(t, path, Config{Seed: 3, Workers: 4})
@@ -87,6 +89,15 @@ func objects(t *testing.T, w *World) map[string]string {
 	for k, p := range w.mirror.pods {
 		add("pod/"+k.String(), p)
 	}
+	for k, c := range w.mirror.claims {
+		add("claim/"+k.String(), c)
+	}
+	for name, v := range w.mirror.volumes {
+		add("volume/"+name, v)
+	}
+	for name, va := range w.mirror.attachments {
+		add("attachment/"+name, va)
+	}
 	return out
 }
 
@@ -113,6 +124,12 @@ func (r *recorder) podChanged(old, cur *corev1.Pod) {
 	}
 	r.heard = append(r.heard, "pod "+p.Name+" on "+p.Spec.NodeName)
 }
+
+func (r *recorder) claimChanged(_, _ *corev1.PersistentVolumeClaim) {}
+
+func (r *recorder) volumeChanged(_, _ *corev1.PersistentVolume) {}
+
+func (r *recorder) attachmentChanged(_, _ *storagev1.VolumeAttachment) {}
 
 // After a batch the mirror hands on changes ordered by the rank of their
 // node, each node's own changes in revision order, whatever order the
@@ -160,24 +177,29 @@ func TestRefreshOrderedByNode(t *testing.T) {
 	}
 }
 
-// TestDirectKeepsTheOutcome runs a scenario with the agents' renewals and
+// TestDirectKeepsTheOutcome runs scenarios with the agents' renewals and
 // status patches made in process (direct.go) and with every request on the
-// wire: the timelines must match, and so must every Node, Lease and Pod.
+// wire: the timelines must match, and so must every object. The volumes
+// example's status patches carry volumesInUse.
 func TestDirectKeepsTheOutcome(t *testing.T) {
-	path := "testdata/stop-start.txt"
-	wire := replayWorld(t, path, Config{Seed: 5, WireOnly: true})
-	inProcess := replayWorld(t, path, Config{Seed: 5})
-	if n := wire.directCalls.Load(); n != 0 {
-		t.Fatalf("WireOnly made %d requests in process", n)
-	}
-	// 6 nodes renew every 10 s for 6 minutes, most of them all along.
-	if n := inProcess.directCalls.Load(); n < 100 {
-		t.Fatalf("only %d requests made in process: the direct path is not taken", n)
-	}
-	if diff := cmp.Diff(wire.Samples(), inProcess.Samples()); diff != "" {
-		t.Errorf("timeline (-wire +in process):\n%s", diff)
-	}
-	if diff := cmp.Diff(objects(t, wire), objects(t, inProcess)); diff != "" {
-		t.Errorf("objects (-wire +in process):\n%s", diff)
+	for _, path := range []string{"testdata/stop-start.txt", "../../examples/sim/zone-outage-volumes.txt"} {
+		t.Run(path, func(t *testing.T) {
+			wire := replayWorld(t, path, Config{Seed: 5, WireOnly: true})
+			inProcess := replayWorld(t, path, Config{Seed: 5})
+			if n := wire.directCalls.Load(); n != 0 {
+				t.Fatalf("WireOnly made %d requests in process", n)
+			}
+			// At least 6 nodes renew every 10 s for 6 minutes, most of
+			// them all along.
+			if n := inProcess.directCalls.Load(); n < 100 {
+				t.Fatalf("only %d requests made in process: the direct path is not taken", n)
+			}
+			if diff := cmp.Diff(wire.Samples(), inProcess.Samples()); diff != "" {
+				t.Errorf("timeline (-wire +in process):\n%s", diff)
+			}
+			if diff := cmp.Diff(objects(t, wire), objects(t, inProcess)); diff != "" {
+				t.Errorf("objects (-wire +in process):\n%s", diff)
+			}
+		})
 	}
 }

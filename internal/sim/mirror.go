@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,24 +24,31 @@ import (
 )
 
 var (
-	nodesGVR  = corev1.SchemeGroupVersion.WithResource("nodes")
-	podsGVR   = corev1.SchemeGroupVersion.WithResource("pods")
-	leasesGVR = coordinationv1.SchemeGroupVersion.WithResource("leases")
+	nodesGVR       = corev1.SchemeGroupVersion.WithResource("nodes")
+	podsGVR        = corev1.SchemeGroupVersion.WithResource("pods")
+	leasesGVR      = coordinationv1.SchemeGroupVersion.WithResource("leases")
+	claimsGVR      = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	volumesGVR     = corev1.SchemeGroupVersion.WithResource("persistentvolumes")
+	attachmentsGVR = storagev1.SchemeGroupVersion.WithResource("volumeattachments")
 )
 
-// mirror follows the store synchronously and keeps the nodes, node leases
-// and pods decoded, as informers would in a server, but without a
-// goroutine: refresh reads every change since the last one, so what the
-// mirror shows depends only on the writes made so far. Each change is
-// decoded once and handed to the observer; the components read the mirror
-// (the node lifecycle controller through its Source, taint eviction through
-// Lookup) and never list through the API.
+// mirror follows the store synchronously and keeps the nodes, node leases,
+// pods, PersistentVolumeClaims, PersistentVolumes and VolumeAttachments
+// decoded, as informers would in a server, but without a goroutine:
+// refresh reads every change since the last one, so what the mirror shows
+// depends only on the writes made so far. Each change is decoded once and
+// handed to the observer; the components read the mirror (the node
+// lifecycle controller through its Source, taint eviction through Lookup,
+// the agents' volume managers directly) and never list through the API.
+// The attach/detach controller and the PV binder are the exception: their
+// Step and Sync list through the API.
 type mirror struct {
 	store *memory.Store
 	api   *apiserver.Server
 	rev   int64
 
-	nodePrefix, leasePrefix, podPrefix string
+	nodePrefix, leasePrefix, podPrefix          string
+	claimPrefix, volumePrefix, attachmentPrefix string
 
 	nodes  map[string]*corev1.Node
 	leases map[string]*coordinationv1.Lease
@@ -53,6 +61,10 @@ type mirror struct {
 	// last NewlyBound.
 	fresh map[types.NamespacedName]struct{}
 
+	claims      map[types.NamespacedName]*corev1.PersistentVolumeClaim
+	volumes     map[string]*corev1.PersistentVolume
+	attachments map[string]*storagev1.VolumeAttachment
+
 	observer observer
 	// changes is refreshOrdered's scratch space.
 	changes []change
@@ -60,10 +72,14 @@ type mirror struct {
 
 // observer hears every change, in revision order, except that a batch of
 // agents' changes comes ordered by agent (see refreshOrdered); old is nil
-// for a new object and cur is nil for a deleted one.
+// for a new object and cur is nil for a deleted one. Leases are not
+// handed on.
 type observer interface {
 	nodeChanged(old, cur *corev1.Node)
 	podChanged(old, cur *corev1.Pod)
+	claimChanged(old, cur *corev1.PersistentVolumeClaim)
+	volumeChanged(old, cur *corev1.PersistentVolume)
+	attachmentChanged(old, cur *storagev1.VolumeAttachment)
 }
 
 func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer) (*mirror, error) {
@@ -71,7 +87,9 @@ func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer
 		store: store, api: api, rev: rev, observer: o,
 		nodes: map[string]*corev1.Node{}, leases: map[string]*coordinationv1.Lease{},
 		pods: map[types.NamespacedName]*corev1.Pod{}, podsOn: map[string]map[types.NamespacedName]struct{}{},
-		fresh: map[types.NamespacedName]struct{}{},
+		fresh:  map[types.NamespacedName]struct{}{},
+		claims: map[types.NamespacedName]*corev1.PersistentVolumeClaim{}, volumes: map[string]*corev1.PersistentVolume{},
+		attachments: map[string]*storagev1.VolumeAttachment{},
 	}
 	for _, p := range []struct {
 		gvr schema.GroupVersionResource
@@ -81,6 +99,9 @@ func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer
 		{nodesGVR, &m.nodePrefix, ""},
 		{podsGVR, &m.podPrefix, ""},
 		{leasesGVR, &m.leasePrefix, corev1.NamespaceNodeLease + "/"},
+		{claimsGVR, &m.claimPrefix, ""},
+		{volumesGVR, &m.volumePrefix, ""},
+		{attachmentsGVR, &m.attachmentPrefix, ""},
 	} {
 		prefix, ok := api.StoragePrefix(p.gvr)
 		if !ok {
@@ -147,6 +168,12 @@ func (m *mirror) decode(ev *storage.Event) (c change, ok bool, err error) {
 		c.gvr = podsGVR
 	case strings.HasPrefix(c.key, m.leasePrefix):
 		c.gvr = leasesGVR
+	case strings.HasPrefix(c.key, m.claimPrefix):
+		c.gvr = claimsGVR
+	case strings.HasPrefix(c.key, m.volumePrefix):
+		c.gvr = volumesGVR
+	case strings.HasPrefix(c.key, m.attachmentPrefix):
+		c.gvr = attachmentsGVR
 	default:
 		return c, false, nil
 	}
@@ -158,13 +185,16 @@ func (m *mirror) decode(ev *storage.Event) (c change, ok bool, err error) {
 	return c, true, nil
 }
 
-// nodeOf is the node a change concerns.
+// nodeOf is the node a change concerns; "" for the storage kinds, which
+// no agent writes.
 func (m *mirror) nodeOf(c change) string {
 	switch c.gvr {
 	case nodesGVR:
 		return strings.TrimPrefix(c.key, m.nodePrefix)
 	case leasesGVR:
 		return strings.TrimPrefix(c.key, m.leasePrefix)
+	case claimsGVR, volumesGVR, attachmentsGVR:
+		return ""
 	}
 	if p, ok := c.obj.(*corev1.Pod); ok {
 		return p.Spec.NodeName
@@ -227,7 +257,35 @@ func (m *mirror) apply(c change) {
 			on[k] = struct{}{}
 		}
 		m.observer.podChanged(old, cur)
+	case claimsGVR:
+		ns, name, _ := strings.Cut(strings.TrimPrefix(c.key, m.claimPrefix), "/")
+		k := types.NamespacedName{Namespace: ns, Name: name}
+		old := m.claims[k]
+		cur, _ := c.obj.(*corev1.PersistentVolumeClaim)
+		setOrDelete(m.claims, k, cur)
+		m.observer.claimChanged(old, cur)
+	case volumesGVR:
+		name := strings.TrimPrefix(c.key, m.volumePrefix)
+		old := m.volumes[name]
+		cur, _ := c.obj.(*corev1.PersistentVolume)
+		setOrDelete(m.volumes, name, cur)
+		m.observer.volumeChanged(old, cur)
+	case attachmentsGVR:
+		name := strings.TrimPrefix(c.key, m.attachmentPrefix)
+		old := m.attachments[name]
+		cur, _ := c.obj.(*storagev1.VolumeAttachment)
+		setOrDelete(m.attachments, name, cur)
+		m.observer.attachmentChanged(old, cur)
 	}
+}
+
+// setOrDelete stores cur under k, or deletes k when cur is nil.
+func setOrDelete[K comparable, V any](m map[K]*V, k K, cur *V) {
+	if cur == nil {
+		delete(m, k)
+		return
+	}
+	m[k] = cur
 }
 
 // podsOnNode returns the pods bound to node, by key.

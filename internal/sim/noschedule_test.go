@@ -44,7 +44,7 @@ func silenceOne(t *testing.T, pods int, d time.Duration) *World {
 		t.Fatal(err)
 	}
 	if pods > 0 {
-		if err := w.AddPods(pods, script.Toleration{}, script.Priority{}, script.Termination{}); err != nil {
+		if err := w.AddPods(script.Pods{Count: pods}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -22,38 +22,48 @@ var PodRequests = corev1.ResourceList{
 	corev1.ResourceMemory: resource.MustParse("10Mi"),
 }
 
-// AddPods creates n pods in namespace default, named pod-<i> after those
-// created so far, for the scheduler to place. With tol.Given, each pod
-// tolerates the not-ready and unreachable NoExecute taints for
-// tol.Seconds (or for ever); otherwise DefaultTolerationSeconds admission
-// gives it the defaults. With prio.Given, each pod names a PriorityClass
-// of value prio.Value (see priorityClass); otherwise none, so its
-// priority is 0. With stop.Given, each pod's container answers a stop
-// request as stop says (see image); otherwise it exits at once.
-func (w *World) AddPods(n int, tol script.Toleration, prio script.Priority, stop script.Termination) error {
+// AddPods creates p.Count pods in namespace default, named pod-<i> after
+// those created so far, for the scheduler to place. With
+// p.Toleration.Given, each pod tolerates the not-ready and unreachable
+// NoExecute taints for its Seconds (or for ever); otherwise
+// DefaultTolerationSeconds admission gives it the defaults. With
+// p.Priority.Given, each pod names a PriorityClass of its Value (see
+// priorityClass); otherwise none, so its priority is 0. With p.Stop.Given,
+// each pod's container answers a stop request as it says (see image);
+// otherwise it exits at once. With p.Volume, each pod mounts a volume of
+// its own (see volumes.go).
+func (w *World) AddPods(p script.Pods) error {
 	if err := w.start(); err != nil {
 		return err
 	}
 	class := ""
-	if prio.Given {
+	if p.Priority.Given {
 		var err error
-		if class, err = w.priorityClass(prio.Value); err != nil {
+		if class, err = w.priorityClass(p.Priority.Value); err != nil {
 			return err
 		}
 	}
-	for range n {
+	for range p.Count {
 		w.pods++
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "pod-" + strconv.Itoa(w.pods), Namespace: metav1.NamespaceDefault},
 			Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{
 					Name:      "app",
-					Image:     image(stop),
+					Image:     image(p.Stop),
 					Resources: corev1.ResourceRequirements{Requests: PodRequests},
 				}},
-				Tolerations:       tolerations(tol),
+				Tolerations:       tolerations(p.Toleration),
 				PriorityClassName: class,
 			},
+		}
+		if p.Volume {
+			v, err := w.volumeFor(pod.Name)
+			if err != nil {
+				return err
+			}
+			pod.Spec.Volumes = []corev1.Volume{v}
+			pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: v.Name, MountPath: mountPath}}
 		}
 		if _, err := w.admin.CoreV1().Pods(pod.Namespace).Create(w.ctx, pod, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
@@ -163,7 +173,7 @@ func (w *World) Exec(st script.Statement) error {
 	case script.Nodes:
 		return w.AddNodes(st.Zone, st.Count)
 	case script.Pods:
-		return w.AddPods(st.Count, st.Toleration, st.Priority, st.Stop)
+		return w.AddPods(st)
 	case script.At:
 		return w.At(st.Time, st.Action, st.Zone, st.From, st.Count)
 	case script.Run:

@@ -28,6 +28,11 @@ type Settings struct {
 	SecondaryNodeEvictionRate float64
 	UnhealthyZoneThreshold    float64
 	LargeClusterSizeThreshold int
+	// DisableForceDetachOnTimeout is the attach/detach controller's
+	// --disable-force-detach-on-timeout: a volume still mounted on a node
+	// that is not Ready is never detached for the 6-minute timeout, only
+	// for the out-of-service taint.
+	DisableForceDetachOnTimeout bool
 	// kube-apiserver (DefaultTolerationSeconds admission)
 	DefaultNotReadyTolerationSeconds    int64
 	DefaultUnreachableTolerationSeconds int64
@@ -71,6 +76,7 @@ func (s *Settings) flags() *pflag.FlagSet {
 	fs.Float64Var(&s.SecondaryNodeEvictionRate, "secondary-node-eviction-rate", s.SecondaryNodeEvictionRate, "")
 	fs.Float64Var(&s.UnhealthyZoneThreshold, "unhealthy-zone-threshold", s.UnhealthyZoneThreshold, "")
 	fs.IntVar(&s.LargeClusterSizeThreshold, "large-cluster-size-threshold", s.LargeClusterSizeThreshold, "")
+	fs.BoolVar(&s.DisableForceDetachOnTimeout, "disable-force-detach-on-timeout", s.DisableForceDetachOnTimeout, "")
 	fs.Int64Var(&s.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", s.DefaultNotReadyTolerationSeconds, "")
 	fs.Int64Var(&s.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", s.DefaultUnreachableTolerationSeconds, "")
 	fs.Int32Var(&s.NodeLeaseDurationSeconds, "node-lease-duration-seconds", s.NodeLeaseDurationSeconds, "")

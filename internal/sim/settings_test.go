@@ -26,6 +26,8 @@ func TestSettingsSet(t *testing.T) {
 		{name: "not positive", flag: "node-monitor-period", value: "0s", wantErr: "node-monitor-period=0s: must be greater than 0"},
 		{name: "negative rate", flag: "node-eviction-rate", value: "-1", wantErr: "node-eviction-rate=-1: must not be negative"},
 		{name: "threshold above 1", flag: "unhealthy-zone-threshold", value: "1.5", wantErr: "unhealthy-zone-threshold=1.5: must be greater than 0 and at most 1"},
+		{name: "attach/detach flag", flag: "disable-force-detach-on-timeout", value: "true", check: func(s sim.Settings) bool { return s.DisableForceDetachOnTimeout }},
+		{name: "attach/detach flag not a bool", flag: "disable-force-detach-on-timeout", value: "sometimes", wantErr: "disable-force-detach-on-timeout=sometimes: "},
 		{name: "shutdown grace period", flag: "shutdown-grace-period", value: "30s", check: func(s sim.Settings) bool { return s.Shutdown.GracePeriod == 30*time.Second }},
 		{name: "shutdown grace period for critical pods", flag: "shutdown-grace-period-critical-pods", value: "10s", check: func(s sim.Settings) bool { return s.Shutdown.CriticalPods == 10*time.Second }},
 		{name: "shutdown grace period by pod priority", flag: "shutdown-grace-period-by-pod-priority", value: "0:20,100000:10,2000000000:10", check: func(s sim.Settings) bool {

@@ -324,7 +324,7 @@ func TestActSelectsNodes(t *testing.T) {
 func TestPodsPriority(t *testing.T) {
 	w := shutdownWorld(t)
 	for _, p := range []script.Priority{{Given: true, Value: script.SystemClusterCritical}, {Given: true, Value: 5}, {Given: true, Value: 5}, {}} {
-		if err := w.AddPods(1, script.Toleration{}, p, script.Termination{}); err != nil {
+		if err := w.AddPods(script.Pods{Count: 1, Priority: p}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -355,7 +355,7 @@ func TestPodsStop(t *testing.T) {
 		{script.Priority{}, script.Termination{Given: true, Ignore: true}},
 		{critical, script.Termination{Given: true, After: 3 * time.Second}},
 	} {
-		if err := w.AddPods(2, script.Toleration{}, p.prio, p.stop); err != nil {
+		if err := w.AddPods(script.Pods{Count: 2, Priority: p.prio, Stop: p.stop}); err != nil {
 			t.Fatal(err)
 		}
 	}

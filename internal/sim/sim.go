@@ -5,9 +5,11 @@
 // What it owns: a World made of a memory store, the real API server (the
 // real registries, authorization and admission chain of knode server), the
 // real node lifecycle controller, taint eviction controller and scheduler,
-// and N real agents (lease renewal, node status, pod worker and, when
-// configured, graceful node shutdown) on the fake host and the fake
-// runtime, all on one virtual clock (internal/sim/vclock).
+// the real PV binder and attach/detach controller for the pods given a
+// volume (see volumes.go), and N real agents (lease renewal, node status,
+// pod worker and, when configured, graceful node shutdown) on the fake
+// host and the fake runtime, all on one virtual clock
+// (internal/sim/vclock).
 // Clients reach the API server through internal/sim/inproc, over HTTP
 // semantics but without sockets, each agent as its own node identity;
 // only the agents' Lease renewals and status patches skip the wire and
@@ -17,7 +19,8 @@
 // whose callback calls the component's synchronous step (the same step its
 // Run loop calls in a server): the agent's lease Step, SyncStatus and pod
 // worker Sync; the lifecycle controller's monitor and tainting passes; the
-// scheduler's Step; taint eviction's Observe. Callbacks run in order of
+// scheduler's Step; taint eviction's Observe; the PV binder's Sync and the
+// attach/detach controller's Step. Callbacks run in order of
 // due time, ties in the order they were set, on the caller's goroutine,
 // except that the agents' callbacks due before anything else's next one
 // run side by side, each on its own virtual time (see lanes.go). After
@@ -48,8 +51,12 @@
 // Where it departs from a server, on purpose: the pod worker syncs when
 // its pods change and when the fake runtime has something due, not on its
 // 10 s resync as well; the lifecycle controller and taint eviction read a
-// synchronous mirror of the store instead of informers; and the scheduler
-// writes one binding at a time.
+// synchronous mirror of the store instead of informers; the scheduler
+// writes one binding at a time; the PV binder and the attach/detach
+// controller pass when what they read changes (and the latter when a
+// forced detach falls due), not also every 15 s and 100 ms; and the CSI
+// driver's attacher and each agent's volume manager are stand-ins that
+// attach, mount and unmount at once (see volumes.go).
 //
 // What callers must do: use one World from one goroutine.
 package sim
@@ -69,12 +76,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"knode/internal/admission/defaulttolerationseconds"
@@ -83,6 +92,8 @@ import (
 	"knode/internal/auth"
 	"knode/internal/controller/nodelifecycle"
 	"knode/internal/controller/tainteviction"
+	"knode/internal/controller/volume/attachdetach"
+	"knode/internal/controller/volume/persistentvolume"
 	"knode/internal/registry/priorityclass"
 	"knode/internal/scheduler"
 	"knode/internal/server"
@@ -138,6 +149,21 @@ type World struct {
 	nlc      *nodelifecycle.Controller
 	evictor  *tainteviction.Controller
 	sched    *scheduler.Scheduler
+	// claimEvents and volumeEvents are the scheduler's handlers for
+	// claims and volumes.
+	claimEvents, volumeEvents cache.ResourceEventHandler
+
+	// binder and attachDetach are the volume controllers (see volumes.go);
+	// adMetrics holds attachDetach's forced-detach counter.
+	binder       *persistentvolume.Controller
+	attachDetach *attachdetach.Controller
+	adMetrics    *prometheus.Registry
+	// driverMade is set once SimDriver's CSIDriver exists; unattached are
+	// the attachments waiting for the attacher, by name.
+	driverMade bool
+	unattached map[string]bool
+	// volumePasses counts the passes of the volume controllers.
+	volumePasses int
 
 	// directCalls counts the agents' requests made in process (direct.go).
 	directCalls atomic.Int64
@@ -156,8 +182,8 @@ type World struct {
 	untainted   map[string]bool
 	changedPods map[types.NamespacedName]bool
 	// evictDue and schedDue are when taint eviction and the scheduler are
-	// next due.
-	evictDue, schedDue dueTimer
+	// next due; attachDetachDue and bindDue the volume controllers.
+	evictDue, schedDue, attachDetachDue, bindDue dueTimer
 
 	// batching is set while a batch of agent callbacks runs (see
 	// stepLanes); batch and laneRank are its scratch space.
@@ -174,6 +200,9 @@ type World struct {
 	// shutDown counts, per zone, the pods a node shutdown ended.
 	shutDown     map[string]int
 	shutDownUIDs map[types.UID]bool
+	// forceDetached counts, per zone, the volumes detached without a
+	// verified unmount.
+	forceDetached map[string]int
 	// classes are the PriorityClasses made for the pods statements.
 	classes map[string]bool
 	// dir holds the agents' root directories; "" until one is needed.
@@ -194,7 +223,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		changedNodes: map[string]bool{}, untainted: map[string]bool{}, changedPods: map[types.NamespacedName]bool{},
 		evicted: map[string]int{}, evictedUIDs: map[types.UID]bool{}, laneRank: map[int]int{},
 		shutDown: map[string]int{}, shutDownUIDs: map[types.UID]bool{}, classes: map[string]bool{},
-		marks: map[string]*zoneMarks{},
+		marks: map[string]*zoneMarks{}, unattached: map[string]bool{}, forceDetached: map[string]int{},
 	}
 	if cfg.Settings != nil {
 		w.settings = *cfg.Settings
@@ -319,6 +348,10 @@ func (w *World) start() error {
 		return err
 	}
 	w.nlc, w.evictor, w.sched = nlc, evictor, sched
+	w.claimEvents, w.volumeEvents = sched.ClaimHandler(), sched.VolumeHandler()
+	if err := w.volumeControllers(); err != nil {
+		return err
+	}
 	// What happened before the controllers existed reaches them now.
 	for _, name := range sortedKeys(w.mirror.nodes) {
 		w.nodeChanged(nil, w.mirror.nodes[name])
@@ -434,6 +467,9 @@ func (w *World) nodeChanged(old, cur *corev1.Node) {
 	if old == nil || cur == nil || !equality.Semantic.DeepEqual(oldNE, curNE) {
 		w.changedNodes[name] = true
 	}
+	if w.haveVolumes() && attachDetachReads(old, cur) {
+		w.kickAttachDetach()
+	}
 }
 
 // podChanged implements observer.
@@ -461,6 +497,9 @@ func (w *World) podChanged(old, cur *corev1.Pod) {
 		if a := w.byName[node]; a != nil {
 			a.kickWorker()
 		}
+	}
+	if usesClaims(old) || usesClaims(cur) {
+		w.kickAttachDetach()
 	}
 }
 
@@ -521,6 +560,10 @@ type zoneMarks struct {
 	firstTainted, allTainted time.Duration
 	evicted                  bool
 	firstEvicted             time.Duration
+	// forceDetached is set once a volume of the zone was force-detached,
+	// first at firstForceDetached.
+	forceDetached      bool
+	firstForceDetached time.Duration
 }
 
 func (w *World) marksOf(zone string) *zoneMarks {
@@ -563,6 +606,9 @@ func (w *World) Summary() []ZoneSummary {
 		out[i].MaxTainted, out[i].FirstTainted, out[i].AllTainted = m.maxTainted, m.firstTainted, m.allTainted
 		if m.evicted {
 			out[i].FirstEvicted = m.firstEvicted
+		}
+		if m.forceDetached {
+			out[i].FirstForceDetached = m.firstForceDetached
 		}
 	}
 	return out
@@ -695,7 +741,7 @@ func (w *World) Snapshot() []timeline.Row {
 	get := func(zone string) *timeline.Row {
 		s := byZone[zone]
 		if s == nil {
-			s = &timeline.Row{TimeS: int64(w.Now() / time.Second), Zone: zone, PodsEvicted: w.evicted[zone], PodsShutDown: w.shutDown[zone]}
+			s = &timeline.Row{TimeS: int64(w.Now() / time.Second), Zone: zone, PodsEvicted: w.evicted[zone], PodsShutDown: w.shutDown[zone], VolumesForceDetached: w.forceDetached[zone]}
 			byZone[zone] = s
 		}
 		return s
@@ -728,6 +774,11 @@ func (w *World) Snapshot() []timeline.Row {
 			continue
 		}
 		get(w.zoneOf(p.Spec.NodeName)).Pods++
+	}
+	for _, va := range w.mirror.attachments {
+		if va.Status.Attached && va.DeletionTimestamp == nil {
+			get(w.zoneOf(va.Spec.NodeName)).VolumesAttached++
+		}
 	}
 	out := make([]timeline.Row, 0, len(byZone))
 	for _, zone := range sortedKeys(byZone) {

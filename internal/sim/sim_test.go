@@ -232,3 +232,60 @@ func TestRollingRebootStopsGroupByGroup(t *testing.T) {
 		t.Errorf("zone b's {shutting_down pods_shut_down pods} by time_s (-want +got):\n%s", diff)
 	}
 }
+
+// volumesOf reads zone's {volumes_attached volumes_force_detached} by
+// time_s from an example's timeline.
+func volumesOf(t *testing.T, example, zone string) map[int64][2]int {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("long example")
+	}
+	out := map[int64][2]int{}
+	for _, r := range run(t, filepath.Join("../../examples/sim", example+".txt"), 1).rows {
+		if r.Zone == zone {
+			out[r.TimeS] = [2]int{r.VolumesAttached, r.VolumesForceDetached}
+		}
+	}
+	return out
+}
+
+// wantVolumes checks got at the times want names.
+func wantVolumes(t *testing.T, zone string, got, want map[int64][2]int) {
+	t.Helper()
+	picked := map[int64][2]int{}
+	for at := range want {
+		v, ok := got[at]
+		if !ok {
+			t.Fatalf("no sample of zone %s at %d s", zone, at)
+		}
+		picked[at] = v
+	}
+	if diff := cmp.Diff(want, picked); diff != "" {
+		t.Errorf("zone %s's [volumes_attached volumes_force_detached] by time_s (-want +got):\n%s", zone, diff)
+	}
+}
+
+// In the dead zone the evicted pods keep their volumes; at 15m the
+// out-of-service half is force-detached at once and the force-deleted half
+// 6 minutes later, just after 21m (so in the 1270 s sample, not the 1260 s
+// one). The other zones keep theirs.
+func TestZoneOutageVolumesForceDetached(t *testing.T) {
+	wantVolumes(t, "b", volumesOf(t, "zone-outage-volumes", "b"), map[int64][2]int{
+		0: {20, 0}, 890: {20, 0}, 900: {10, 10}, 1260: {10, 10}, 1270: {0, 20}, 1500: {0, 20},
+	})
+	for _, zone := range []string{"a", "c"} {
+		wantVolumes(t, zone, volumesOf(t, "zone-outage-volumes", zone), map[int64][2]int{0: {20, 0}, 1500: {20, 0}})
+	}
+	b := zones(t, "zone-outage-volumes")["b"]
+	if b.Evicted != 20 || b.FirstForceDetached != 15*time.Minute {
+		t.Errorf("zone b: %+v; want its 20 pods evicted, the first volume force-detached at 15m", b)
+	}
+}
+
+// With --disable-force-detach-on-timeout the force-deleted half stays
+// attached past 21m, until the out-of-service taint at 25m.
+func TestZoneOutageVolumesNoTimeout(t *testing.T) {
+	wantVolumes(t, "b", volumesOf(t, "zone-outage-volumes-no-timeout", "b"), map[int64][2]int{
+		890: {20, 0}, 900: {10, 10}, 1270: {10, 10}, 1490: {10, 10}, 1500: {0, 20}, 1800: {0, 20},
+	})
+}

@@ -27,6 +27,13 @@ type ZoneSummary struct {
 	// MaxShuttingDown is the most nodes shutting down or off at once;
 	// PodsShutDown the pods a node shutdown ended.
 	MaxShuttingDown, PodsShutDown int
+	// MaxVolumesAttached is the most volumes attached at once,
+	// VolumesAttached those attached at the end; VolumesForceDetached is
+	// the volumes detached without a verified unmount, the first of them
+	// seen at FirstForceDetached.
+	MaxVolumesAttached, VolumesAttached int
+	VolumesForceDetached                int
+	FirstForceDetached                  time.Duration
 	// Pods is the pods bound in the zone, and not ended, at the end.
 	Pods int
 }
@@ -53,8 +60,10 @@ func Summarize(rows []timeline.Row) []ZoneSummary {
 		}
 		at := time.Duration(r.TimeS) * time.Second
 		z.Nodes, z.Pods, z.Evicted, z.PodsShutDown = r.Nodes, r.Pods, r.PodsEvicted, r.PodsShutDown
+		z.VolumesAttached, z.VolumesForceDetached = r.VolumesAttached, r.VolumesForceDetached
 		z.MaxSilent = max(z.MaxSilent, r.NotReady+r.Unknown)
 		z.MaxShuttingDown = max(z.MaxShuttingDown, r.ShuttingDown)
+		z.MaxVolumesAttached = max(z.MaxVolumesAttached, r.VolumesAttached)
 		if r.NoExecuteTainted > 0 && z.MaxTainted == 0 {
 			z.FirstTainted = at
 		}
@@ -64,6 +73,9 @@ func Summarize(rows []timeline.Row) []ZoneSummary {
 		if r.PodsEvicted > 0 && z.FirstEvicted == 0 {
 			z.FirstEvicted = at
 		}
+		if r.VolumesForceDetached > 0 && z.FirstForceDetached == 0 {
+			z.FirstForceDetached = at
+		}
 	}
 	out := make([]ZoneSummary, 0, len(byZone))
 	for _, zone := range sortedKeys(byZone) {
@@ -72,8 +84,8 @@ func Summarize(rows []timeline.Row) []ZoneSummary {
 	return out
 }
 
-// WriteSummary prints the summaries, one line per zone. Shutdowns are
-// only mentioned for a zone that had some.
+// WriteSummary prints the summaries, one line per zone. Shutdowns and
+// volumes are only mentioned for a zone that had some.
 func WriteSummary(w io.Writer, zones []ZoneSummary) error {
 	for _, z := range zones {
 		line := fmt.Sprintf("zone %s: %d nodes, at most %d not Ready", z.Zone, z.Nodes, z.MaxSilent)
@@ -92,6 +104,15 @@ func WriteSummary(w io.Writer, zones []ZoneSummary) error {
 		}
 		if z.MaxShuttingDown > 0 || z.PodsShutDown > 0 {
 			line += fmt.Sprintf(", at most %d shutting down or off, %d pods ended by the shutdowns", z.MaxShuttingDown, z.PodsShutDown)
+		}
+		if z.MaxVolumesAttached > 0 || z.VolumesForceDetached > 0 {
+			line += fmt.Sprintf(", at most %d volumes attached", z.MaxVolumesAttached)
+			if z.VolumesForceDetached == 0 {
+				line += ", none force-detached"
+			} else {
+				line += fmt.Sprintf(", %d force-detached from %v", z.VolumesForceDetached, z.FirstForceDetached)
+			}
+			line += fmt.Sprintf(", %d attached at the end", z.VolumesAttached)
 		}
 		line += fmt.Sprintf(", %d pods running at the end\n", z.Pods)
 		if _, err := io.WriteString(w, line); err != nil {

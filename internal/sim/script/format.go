@@ -68,6 +68,9 @@ func (s Pods) String() string {
 	default:
 		out += " stop=" + formatDuration(s.Stop.After)
 	}
+	if s.Volume {
+		out += " volume"
+	}
 	return out
 }
 

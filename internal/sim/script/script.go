@@ -8,7 +8,7 @@
 //
 //	set <flag>=<value> ...                one or more settings, by upstream flag name
 //	nodes <n> zone=<z>                    n nodes named <z>-1 … <z>-<n> in zone z
-//	pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore]
+//	pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume]
 //	at <t> stop zone=<z> [from=<i>] [count=<k>]
 //	                                      from virtual time t the agents of zone z
 //	                                      fall silent: the k nodes from index i
@@ -18,6 +18,12 @@
 //	                                      down boots)
 //	at <t> shutdown zone=<z> [from=<i>] [count=<k>]
 //	                                      their machines shut down
+//	at <t> force-delete zone=<z> [from=<i>] [count=<k>]
+//	                                      an operator force-deletes the pods bound
+//	                                      to those nodes (grace period 0)
+//	at <t> out-of-service zone=<z> [from=<i>] [count=<k>]
+//	                                      an operator taints those nodes
+//	                                      node.kubernetes.io/out-of-service=nodeshutdown:NoExecute
 //	run <duration>                        advance virtual time
 //
 // A pod priority is a PriorityClass value: at most 1000000000 (a class a user
@@ -29,6 +35,9 @@
 // after it, stop=ignore ignores it and is killed when the grace period
 // ends. Without stop the container exits at once, as a process SIGTERM
 // kills.
+//
+// A pod with volume mounts a persistent volume of its own: a claim bound to
+// a CSI volume that must be attached to the pod's node.
 //
 // Times and durations are Go durations (90s, 10m, 1h). Parse checks every
 // line and reports every problem it finds, each one naming file:line, the
@@ -106,6 +115,8 @@ type Pods struct {
 	Toleration Toleration
 	Priority   Priority
 	Stop       Termination
+	// Volume gives each pod a persistent volume of its own.
+	Volume bool
 }
 
 // Termination is how the pods' container answers a stop request (SIGTERM).
@@ -163,6 +174,12 @@ const (
 	Start Action = "start"
 	// Shutdown shuts the machines down.
 	Shutdown Action = "shutdown"
+	// ForceDelete force-deletes the pods bound to the nodes, as an
+	// operator does with kubectl delete --force --grace-period=0.
+	ForceDelete Action = "force-delete"
+	// OutOfService taints the nodes with the out-of-service taint, as an
+	// operator does once they are known to be off.
+	OutOfService Action = "out-of-service"
 )
 
 // At schedules an action on a zone's agents at an absolute virtual time.
@@ -213,8 +230,8 @@ func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
 const (
 	usageSet   = "set <flag>=<value> ..."
 	usageNodes = "nodes <n> zone=<z>"
-	usagePods  = "pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore]"
-	usageAt    = "at <t> stop|start|shutdown zone=<z> [from=<i>] [count=<k>]"
+	usagePods  = "pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume]"
+	usageAt    = "at <t> stop|start|shutdown|force-delete|out-of-service zone=<z> [from=<i>] [count=<k>]"
 	usageRun   = "run <duration>"
 )
 
@@ -384,7 +401,19 @@ func parseNodes(e *statementErrors, at Pos, tokens []string) Statement {
 
 func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
 	s := Pods{At: at}
-	pos, kv := args(e, tokens, 1, usagePods, "toleration", "priority", "stop")
+	// volume is a word of its own; args takes the rest.
+	rest := tokens[:0:0]
+	for _, t := range tokens {
+		if t != "volume" {
+			rest = append(rest, t)
+			continue
+		}
+		if s.Volume {
+			e.add("duplicate argument %q: volume is already given", t)
+		}
+		s.Volume = true
+	}
+	pos, kv := args(e, rest, 1, usagePods, "toleration", "priority", "stop")
 	if len(pos) == 0 {
 		e.add("missing count (want %s)", usagePods)
 	} else {
@@ -433,13 +462,13 @@ func parseAt(e *statementErrors, at Pos, tokens []string) Statement {
 		s.Time = d
 	}
 	if len(pos) < 2 {
-		e.add("missing action stop, start or shutdown (want %s)", usageAt)
+		e.add("missing action stop, start, shutdown, force-delete or out-of-service (want %s)", usageAt)
 	} else {
 		switch a := Action(pos[1]); a {
-		case Stop, Start, Shutdown:
+		case Stop, Start, Shutdown, ForceDelete, OutOfService:
 			s.Action = a
 		default:
-			e.add("action %q: must be stop, start or shutdown", pos[1])
+			e.add("action %q: must be stop, start, shutdown, force-delete or out-of-service", pos[1])
 		}
 	}
 	if zone, ok := kv["zone"]; ok {

@@ -112,6 +112,24 @@ run 1h
 			},
 		},
 		{
+			name: "volume, anywhere among the arguments",
+			in:   "pods 2 volume\npods 3 toleration=forever volume priority=5\npods 1 volume stop=ignore",
+			want: []Statement{
+				Pods{At: pos(1), Count: 2, Volume: true},
+				Pods{At: pos(2), Count: 3, Toleration: Toleration{Given: true, Forever: true}, Priority: Priority{Given: true, Value: 5}, Volume: true},
+				Pods{At: pos(3), Count: 1, Stop: Termination{Given: true, Ignore: true}, Volume: true},
+			},
+		},
+		{
+			name: "operator actions",
+			in:   "nodes 10 zone=b\nat 15m force-delete zone=b count=5\nat 15m out-of-service zone=b from=6",
+			want: []Statement{
+				Nodes{At: pos(1), Count: 10, Zone: "b"},
+				At{At: pos(2), Time: 15 * time.Minute, Action: ForceDelete, Zone: "b", Count: 5},
+				At{At: pos(3), Time: 15 * time.Minute, Action: OutOfService, Zone: "b", From: 6},
+			},
+		},
+		{
 			name: "at may come before nodes",
 			in:   "at 1m stop zone=a\nnodes 1 zone=a",
 			want: []Statement{
@@ -175,7 +193,13 @@ func TestParseErrors(t *testing.T) {
 		{name: "pods negative toleration", in: "pods 3 toleration=-1", want: []string{
 			`s.txt:1: pods: toleration "-1": must be a whole number of seconds or "forever"`}},
 		{name: "pods missing count", in: "pods toleration=5", want: []string{
-			`s.txt:1: pods: missing count (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore])`}},
+			`s.txt:1: pods: missing count (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume])`}},
+		{name: "pods volume twice", in: "pods 3 volume volume", want: []string{
+			`s.txt:1: pods: duplicate argument "volume": volume is already given`}},
+		{name: "pods volume with a value", in: "pods 3 volume=1", want: []string{
+			`s.txt:1: pods: unknown argument "volume=1" (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume])`}},
+		{name: "pods volume misspelt", in: "pods 3 volumes", want: []string{
+			`s.txt:1: pods: unexpected argument "volumes" (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume])`}},
 		{name: "pods priority above user classes", in: "pods 3 priority=1000000001", want: []string{
 			`s.txt:1: pods: priority "1000000001": must be a whole number up to 1000000000 (a user-defined PriorityClass), or 2000000000 (system-cluster-critical) or 2000001000 (system-node-critical)`}},
 		{name: "pods priority negative", in: "pods 3 priority=-1", want: []string{
@@ -197,11 +221,13 @@ func TestParseErrors(t *testing.T) {
 		{name: "at time without unit", in: "nodes 1 zone=a\nat 10 stop zone=a", want: []string{
 			`s.txt:2: at: time "10": must be a non-negative Go duration such as 90s or 10m`}},
 		{name: "at bad action", in: "nodes 1 zone=a\nat 10s pause zone=a", want: []string{
-			`s.txt:2: at: action "pause": must be stop, start or shutdown`}},
+			`s.txt:2: at: action "pause": must be stop, start, shutdown, force-delete or out-of-service`}},
 		{name: "at missing all", in: "at", want: []string{
-			`s.txt:1: at: missing time (want at <t> stop|start|shutdown zone=<z> [from=<i>] [count=<k>])`,
-			`s.txt:1: at: missing action stop, start or shutdown (want at <t> stop|start|shutdown zone=<z> [from=<i>] [count=<k>])`,
-			`s.txt:1: at: missing zone=<z> (want at <t> stop|start|shutdown zone=<z> [from=<i>] [count=<k>])`}},
+			`s.txt:1: at: missing time (want at <t> stop|start|shutdown|force-delete|out-of-service zone=<z> [from=<i>] [count=<k>])`,
+			`s.txt:1: at: missing action stop, start, shutdown, force-delete or out-of-service (want at <t> stop|start|shutdown|force-delete|out-of-service zone=<z> [from=<i>] [count=<k>])`,
+			`s.txt:1: at: missing zone=<z> (want at <t> stop|start|shutdown|force-delete|out-of-service zone=<z> [from=<i>] [count=<k>])`}},
+		{name: "at out-of-service beyond zone", in: "nodes 3 zone=a\nat 1s out-of-service zone=a from=4", want: []string{
+			`s.txt:2: at: from 4: zone "a" has only 3 nodes (declared at s.txt:1)`}},
 		{name: "at from zero", in: "nodes 1 zone=a\nat 1s shutdown zone=a from=0", want: []string{
 			`s.txt:2: at: from "0": must be a positive integer`}},
 		{name: "at from beyond zone", in: "nodes 10 zone=a\nat 1s shutdown zone=a from=11", want: []string{
@@ -351,6 +377,7 @@ func FuzzParse(f *testing.F) {
 		"nodes 1 zone=a # c\r\nat 0 start zone=a\n",
 		"pods 1 toleration=forever\nrun 1.5h\n",
 		"pods 2 stop=ignore\npods 1 stop=1.5s priority=5\npods 3 stop=90s\n",
+		"nodes 4 zone=b\npods 8 volume toleration=30\nat 1m force-delete zone=b count=2\nat 1m out-of-service zone=b from=3\n",
 		"nodes x\nat -1s\nrun 0\nset --a=b\n",
 		"set a=\u00e9\u00a0b\n",
 		"nodes 2 zone=a.b_c\n",

@@ -18,6 +18,7 @@ const (
 	plotLeft    = 70  // room for the node count axis
 	plotRight   = 915 // leaves room for the pods axis
 	headerH     = 94  // title and legend (a row for each axis)
+	volumesH    = 18  // the legend's row for the volume series, when drawn
 	panelTitleH = 26
 	plotH       = 160
 	panelGapH   = 18
@@ -34,7 +35,10 @@ type series struct {
 	dash  string // stroke-dasharray; "" for solid
 	width string
 	right bool // on the pods axis instead of the node axis
-	value func(Row) int
+	// volume series are drawn only for timelines with volumes, on the
+	// right axis, with a legend row of their own.
+	volume bool
+	value  func(Row) int
 }
 
 var allSeries = []series{
@@ -45,6 +49,30 @@ var allSeries = []series{
 	{label: "shutting_down", color: "#8c564b", dash: "2 2", width: "2", value: func(r Row) int { return r.ShuttingDown }},
 	{label: "pods_evicted (cumulative, right axis)", color: "#1f77b4", width: "1.5", right: true, value: func(r Row) int { return r.PodsEvicted }},
 	{label: "pods_shut_down (cumulative, right axis)", color: "#17becf", dash: "6 3", width: "1.5", right: true, value: func(r Row) int { return r.PodsShutDown }},
+	{label: "volumes_attached (right axis)", color: "#e377c2", width: "2", right: true, volume: true, value: func(r Row) int { return r.VolumesAttached }},
+	{label: "volumes_force_detached (cumulative, right axis)", color: "#7f7f7f", dash: "4 2", width: "1.5", right: true, volume: true, value: func(r Row) int { return r.VolumesForceDetached }},
+}
+
+// hasVolumes reports whether any row counts a volume: only then are the
+// volume series drawn.
+func hasVolumes(rows []Row) bool {
+	for _, r := range rows {
+		if r.VolumesAttached > 0 || r.VolumesForceDetached > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// drawn is the series a plot of rows draws.
+func drawn(volumes bool) []series {
+	var out []series
+	for _, s := range allSeries {
+		if !s.volume || volumes {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // rightAxisColor draws the pods axis, which two series share.
@@ -55,7 +83,9 @@ const rightAxisColor = "#444"
 // unknown node counts, noexecute_tainted and shutting_down against a node
 // axis on the left, and pods_evicted and pods_shut_down against a pods
 // axis on the right, as step lines
-// (a value holds until the next sample). title goes on top. The output is
+// (a value holds until the next sample). When any row counts a volume,
+// volumes_attached and volumes_force_detached join the right axis, with a
+// legend row of their own. title goes on top. The output is
 // self-contained and byte-identical for equal input; rows is not modified.
 func WriteSVG(w io.Writer, rows []Row, title string) error {
 	sorted := slices.Clone(rows)
@@ -63,10 +93,15 @@ func WriteSVG(w io.Writer, rows []Row, title string) error {
 		return cmp.Or(strings.Compare(a.Zone, b.Zone), cmp.Compare(a.TimeS, b.TimeS))
 	})
 	zones := groupByZone(sorted)
+	volumes := hasVolumes(rows)
+	header := headerH
+	if volumes {
+		header += volumesH
+	}
 
-	height := headerH + len(zones)*panelH + footerH
+	height := header + len(zones)*panelH + footerH
 	if len(zones) == 0 {
-		height = headerH + 60
+		height = header + 60
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n")
@@ -74,14 +109,14 @@ func WriteSVG(w io.Writer, rows []Row, title string) error {
 	fmt.Fprintf(&b, "<title>%s</title>\n", escape(title))
 	fmt.Fprintf(&b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", svgWidth, height)
 	fmt.Fprintf(&b, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"18\" font-weight=\"bold\">%s</text>\n", svgWidth/2, escape(title))
-	writeLegend(&b)
+	writeLegend(&b, volumes)
 
 	if len(zones) == 0 {
-		fmt.Fprintf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#666\">no samples</text>\n", svgWidth/2, headerH+30)
+		fmt.Fprintf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#666\">no samples</text>\n", svgWidth/2, header+30)
 	} else {
 		x := timeAxis(sorted)
 		for i, z := range zones {
-			writePanel(&b, x, headerH+i*panelH, z, i == len(zones)-1)
+			writePanel(&b, x, header+i*panelH, z, i == len(zones)-1, volumes)
 		}
 		// The time axis label, under the last panel's tick labels.
 		fmt.Fprintf(&b, "<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">time (minutes)</text>\n",
@@ -164,14 +199,19 @@ func nice(maxV float64, n int, integer bool) (top, step float64) {
 	return top, step
 }
 
-// writeLegend lists the node axis's series on one row and the pods
-// axis's on the next.
-func writeLegend(b *bytes.Buffer) {
-	for row, right := range []bool{false, true} {
+// writeLegend lists the node axis's series on one row, the pods
+// series of the right axis on the next, and its volume series, when
+// drawn, on a third.
+func writeLegend(b *bytes.Buffer, volumes bool) {
+	rows := []struct{ right, volume bool }{{false, false}, {true, false}}
+	if volumes {
+		rows = append(rows, struct{ right, volume bool }{true, true})
+	}
+	for row, want := range rows {
 		y := 54 + 18*row
 		x := float64(plotLeft)
 		for _, s := range allSeries {
-			if s.right != right {
+			if s.right != want.right || s.volume != want.volume {
 				continue
 			}
 			fmt.Fprintf(b, "<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" %s/>\n", num(x), y-4, num(x+24), y-4, stroke(s))
@@ -182,13 +222,16 @@ func writeLegend(b *bytes.Buffer) {
 	}
 }
 
-func writePanel(b *bytes.Buffer, x axis, top int, z zoneRows, last bool) {
+func writePanel(b *bytes.Buffer, x axis, top int, z zoneRows, last, volumes bool) {
 	plotTop := float64(top + panelTitleH)
 	plotBottom := plotTop + plotH
 	maxNodes, maxPods := 0, 0
 	for _, r := range z.rows {
 		maxNodes = max(maxNodes, r.Nodes, r.Ready, r.NotReady, r.Unknown, r.NoExecuteTainted, r.ShuttingDown)
 		maxPods = max(maxPods, r.PodsEvicted, r.PodsShutDown)
+		if volumes {
+			maxPods = max(maxPods, r.VolumesAttached, r.VolumesForceDetached)
+		}
 	}
 	yTop, yStep := nice(float64(maxNodes), yTicks, true)
 	left := axis{top: yTop, step: yStep, from: plotBottom, to: plotTop}
@@ -201,8 +244,14 @@ func writePanel(b *bytes.Buffer, x axis, top int, z zoneRows, last bool) {
 	}
 	end := z.rows[len(z.rows)-1]
 	fmt.Fprintf(b, "<g>\n<text x=\"%d\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">%s</text>\n", plotLeft, top+18, escape(name))
-	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#444\">at %s min: %d nodes, %d ready, %d not_ready, %d unknown, %d tainted, %d shutting down; %d pods, %d evicted, %d shut down</text>\n",
-		plotRight, top+18, tick(float64(end.TimeS)/60), end.Nodes, end.Ready, end.NotReady, end.Unknown, end.NoExecuteTainted, end.ShuttingDown, end.Pods, end.PodsEvicted, end.PodsShutDown)
+	status := fmt.Sprintf("at %s min: %d nodes, %d ready, %d not_ready, %d unknown, %d tainted, %d shutting down; %d pods, %d evicted, %d shut down",
+		tick(float64(end.TimeS)/60), end.Nodes, end.Ready, end.NotReady, end.Unknown, end.NoExecuteTainted, end.ShuttingDown, end.Pods, end.PodsEvicted, end.PodsShutDown)
+	rightLabel := "pods (cumulative)"
+	if volumes {
+		status += fmt.Sprintf("; %d volumes attached, %d force-detached", end.VolumesAttached, end.VolumesForceDetached)
+		rightLabel = "pods, volumes"
+	}
+	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#444\">%s</text>\n", plotRight, top+18, status)
 
 	// Grid and tick labels.
 	for _, v := range x.ticks() {
@@ -225,10 +274,10 @@ func writePanel(b *bytes.Buffer, x axis, top int, z zoneRows, last bool) {
 	fmt.Fprintf(b, "<rect x=\"%d\" y=\"%s\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", plotLeft, num(plotTop), plotRight-plotLeft, plotH)
 	mid := num(plotTop + plotH/2)
 	fmt.Fprintf(b, "<text x=\"22\" y=\"%s\" text-anchor=\"middle\" transform=\"rotate(-90 22 %s)\">nodes</text>\n", mid, mid)
-	fmt.Fprintf(b, "<text x=\"%d\" y=\"%s\" text-anchor=\"middle\" fill=\"%s\" transform=\"rotate(90 %d %s)\">pods (cumulative)</text>\n", svgWidth-18, mid, rightAxisColor, svgWidth-18, mid)
+	fmt.Fprintf(b, "<text x=\"%d\" y=\"%s\" text-anchor=\"middle\" fill=\"%s\" transform=\"rotate(90 %d %s)\">%s</text>\n", svgWidth-18, mid, rightAxisColor, svgWidth-18, mid, rightLabel)
 
 	// The series, each as a step line: a value holds until the next sample.
-	for _, s := range allSeries {
+	for _, s := range drawn(volumes) {
 		y := left
 		if s.right {
 			y = right

@@ -23,7 +23,7 @@ import (
 )
 
 // Header is the first line of every timeline CSV, exactly.
-const Header = "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down"
+const Header = "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down,volumes_attached,volumes_force_detached"
 
 // ErrFormat marks every error ReadCSV returns for bad content (as opposed
 // to a failing reader).
@@ -46,6 +46,13 @@ type Row struct {
 	// the zone's pods that a node shutdown ended (Failed, reason
 	// Terminated) since the start, cumulative like PodsEvicted.
 	ShuttingDown, PodsShutDown int
+	// VolumesAttached is the VolumeAttachments to the zone's nodes whose
+	// status.attached is true and that are not being deleted at TimeS;
+	// VolumesForceDetached counts the zone's volumes the attach/detach
+	// controller detached without a verified unmount (on timeout or for
+	// the out-of-service taint) since the start, cumulative like
+	// PodsEvicted.
+	VolumesAttached, VolumesForceDetached int
 }
 
 var header = strings.Split(Header, ",")
@@ -64,6 +71,8 @@ func (r Row) fields() []string {
 		strconv.Itoa(r.PodsEvicted),
 		strconv.Itoa(r.ShuttingDown),
 		strconv.Itoa(r.PodsShutDown),
+		strconv.Itoa(r.VolumesAttached),
+		strconv.Itoa(r.VolumesForceDetached),
 	}
 }
 
@@ -85,7 +94,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 }
 
 // ReadCSV reads what WriteCSV writes. It is strict: the first line must be
-// Header exactly, every line has all eleven fields, and every count is a
+// Header exactly, every line has all thirteen fields, and every count is a
 // plain non-negative integer. It returns the first problem, wrapped in
 // ErrFormat and naming the line and the column (1-based field number and
 // its header name).
@@ -138,11 +147,11 @@ func checkHeader(got []string) error {
 	return nil
 }
 
-// parseRow turns the eleven fields of one record into a Row; lineOf gives the
+// parseRow turns the thirteen fields of one record into a Row; lineOf gives the
 // line of field i for errors.
 func parseRow(rec []string, lineOf func(i int) int) (Row, error) {
 	row := Row{Zone: rec[1]}
-	ints := []*int{nil, nil, &row.Nodes, &row.Ready, &row.NotReady, &row.Unknown, &row.NoExecuteTainted, &row.Pods, &row.PodsEvicted, &row.ShuttingDown, &row.PodsShutDown}
+	ints := []*int{nil, nil, &row.Nodes, &row.Ready, &row.NotReady, &row.Unknown, &row.NoExecuteTainted, &row.Pods, &row.PodsEvicted, &row.ShuttingDown, &row.PodsShutDown, &row.VolumesAttached, &row.VolumesForceDetached}
 	for i, v := range rec {
 		if i == 1 {
 			continue

@@ -25,8 +25,8 @@ func TestCSVRoundTrip(t *testing.T) {
 		{name: "no rows"},
 		{name: "one row", rows: []Row{{TimeS: 0, Zone: "a", Nodes: 3, Ready: 3, Pods: 9}}},
 		{name: "every field distinct", rows: []Row{
-			{TimeS: 60, Zone: "a", Nodes: 1, Ready: 2, NotReady: 3, Unknown: 4, NoExecuteTainted: 5, Pods: 6, PodsEvicted: 7, ShuttingDown: 8, PodsShutDown: 9},
-			{TimeS: 60, Zone: "b", Nodes: 10, Ready: 20, NotReady: 30, Unknown: 40, NoExecuteTainted: 50, Pods: 60, PodsEvicted: 70, ShuttingDown: 80, PodsShutDown: 90},
+			{TimeS: 60, Zone: "a", Nodes: 1, Ready: 2, NotReady: 3, Unknown: 4, NoExecuteTainted: 5, Pods: 6, PodsEvicted: 7, ShuttingDown: 8, PodsShutDown: 9, VolumesAttached: 11, VolumesForceDetached: 12},
+			{TimeS: 60, Zone: "b", Nodes: 10, Ready: 20, NotReady: 30, Unknown: 40, NoExecuteTainted: 50, Pods: 60, PodsEvicted: 70, ShuttingDown: 80, PodsShutDown: 90, VolumesAttached: 110, VolumesForceDetached: 120},
 			{TimeS: 9223372036854775807, Zone: "", Nodes: 0},
 		}},
 		{name: "zone needing quotes", rows: []Row{{Zone: "a,\"b\"\nc"}}},
@@ -58,14 +58,16 @@ func TestWriteCSVExact(t *testing.T) {
 		{TimeS: 0, Zone: "a", Nodes: 3, Ready: 3, Pods: 9},
 		{TimeS: 30, Zone: "a", Nodes: 3, Ready: 1, NotReady: 0, Unknown: 2, NoExecuteTainted: 2, Pods: 9, PodsEvicted: 4},
 		{TimeS: 40, Zone: "a", Nodes: 3, Ready: 1, NotReady: 1, Unknown: 1, NoExecuteTainted: 2, Pods: 7, PodsEvicted: 4, ShuttingDown: 2, PodsShutDown: 2},
+		{TimeS: 50, Zone: "a", Nodes: 3, Ready: 1, NotReady: 1, Unknown: 1, NoExecuteTainted: 2, Pods: 7, PodsEvicted: 4, ShuttingDown: 2, PodsShutDown: 2, VolumesAttached: 5, VolumesForceDetached: 3},
 	}
 	if err := WriteCSV(&buf, rows); err != nil {
 		t.Fatal(err)
 	}
-	want := "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down\n" +
-		"0,a,3,3,0,0,0,9,0,0,0\n" +
-		"30,a,3,1,0,2,2,9,4,0,0\n" +
-		"40,a,3,1,1,1,2,7,4,2,2\n"
+	want := "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down,volumes_attached,volumes_force_detached\n" +
+		"0,a,3,3,0,0,0,9,0,0,0,0,0\n" +
+		"30,a,3,1,0,2,2,9,4,0,0,0,0\n" +
+		"40,a,3,1,1,1,2,7,4,2,2,0,0\n" +
+		"50,a,3,1,1,1,2,7,4,2,2,5,3\n"
 	if diff := cmp.Diff(want, buf.String()); diff != "" {
 		t.Errorf("CSV (-want +got):\n%s", diff)
 	}
@@ -85,7 +87,7 @@ func TestWriteErrors(t *testing.T) {
 }
 
 func TestReadCSVErrors(t *testing.T) {
-	const row = "0,a,1,1,0,0,0,0,0,0,0\n"
+	const row = "0,a,1,1,0,0,0,0,0,0,0,0,0\n"
 	tests := []struct {
 		name string
 		in   string
@@ -94,33 +96,41 @@ func TestReadCSVErrors(t *testing.T) {
 		{name: "empty", in: "", want: `timeline CSV: line 1: missing header, want "` + Header + `"`},
 		{name: "wrong header field", in: strings.Replace(Header, "nodes", "nodez", 1) + "\n" + row,
 			want: `timeline CSV: line 1, column 3: header field "nodez", want "nodes" (want exactly "` + Header + `")`},
-		{name: "header short", in: strings.TrimSuffix(Header, ",pods_shut_down") + "\n",
-			want: `timeline CSV: line 1, column 11: header is missing "pods_shut_down" (want exactly "` + Header + `")`},
+		{name: "header short", in: strings.TrimSuffix(Header, ",volumes_force_detached") + "\n",
+			want: `timeline CSV: line 1, column 13: header is missing "volumes_force_detached" (want exactly "` + Header + `")`},
+		{name: "header of the eleven columns before volumes", in: "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down\n",
+			want: `timeline CSV: line 1, column 12: header is missing "volumes_attached" (want exactly "` + Header + `")`},
 		{name: "header of the nine columns before shutdowns", in: "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted\n",
 			want: `timeline CSV: line 1, column 10: header is missing "shutting_down" (want exactly "` + Header + `")`},
 		{name: "header long", in: Header + ",extra\n",
-			want: `timeline CSV: line 1, column 12: unexpected header field "extra" (want exactly "` + Header + `")`},
+			want: `timeline CSV: line 1, column 14: unexpected header field "extra" (want exactly "` + Header + `")`},
 		{name: "header with space", in: strings.Replace(Header, ",zone", ", zone", 1) + "\n",
 			want: `timeline CSV: line 1, column 2: header field " zone", want "zone" (want exactly "` + Header + `")`},
 		{name: "too few fields", in: Header + "\n" + row + "5,a,1\n",
-			want: `timeline CSV: line 3: 3 fields, want 11 (` + Header + `)`},
+			want: `timeline CSV: line 3: 3 fields, want 13 (` + Header + `)`},
 		{name: "a row of the nine columns before shutdowns", in: Header + "\n0,a,1,1,0,0,0,0,0\n",
-			want: `timeline CSV: line 2: 9 fields, want 11 (` + Header + `)`},
-		{name: "not a number", in: Header + "\n" + row + "60,a,1,x,0,0,0,0,0,0,0\n",
+			want: `timeline CSV: line 2: 9 fields, want 13 (` + Header + `)`},
+		{name: "a row of the eleven columns before volumes", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0\n",
+			want: `timeline CSV: line 2: 11 fields, want 13 (` + Header + `)`},
+		{name: "not a number", in: Header + "\n" + row + "60,a,1,x,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 3, column 4 (ready): "x": must be a non-negative integer`},
-		{name: "negative", in: Header + "\n-1,a,1,1,0,0,0,0,0,0,0\n",
+		{name: "negative", in: Header + "\n-1,a,1,1,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 1 (time_s): "-1": must be a non-negative integer`},
-		{name: "plus sign", in: Header + "\n0,a,1,1,0,0,0,0,+3,0,0\n",
+		{name: "plus sign", in: Header + "\n0,a,1,1,0,0,0,0,+3,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 9 (pods_evicted): "+3": must be a non-negative integer`},
-		{name: "negative shutting down", in: Header + "\n0,a,1,1,0,0,0,0,0,-1,0\n",
+		{name: "negative shutting down", in: Header + "\n0,a,1,1,0,0,0,0,0,-1,0,0,0\n",
 			want: `timeline CSV: line 2, column 10 (shutting_down): "-1": must be a non-negative integer`},
-		{name: "pods shut down not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,x\n",
+		{name: "pods shut down not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,x,0,0\n",
 			want: `timeline CSV: line 2, column 11 (pods_shut_down): "x": must be a non-negative integer`},
-		{name: "empty count", in: Header + "\n0,a,,1,0,0,0,0,0,0,0\n",
+		{name: "volumes attached negative", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,-2,0\n",
+			want: `timeline CSV: line 2, column 12 (volumes_attached): "-2": must be a non-negative integer`},
+		{name: "volumes force-detached not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,y\n",
+			want: `timeline CSV: line 2, column 13 (volumes_force_detached): "y": must be a non-negative integer`},
+		{name: "empty count", in: Header + "\n0,a,,1,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 3 (nodes): "": must be a non-negative integer`},
-		{name: "time overflow", in: Header + "\n9223372036854775808,a,1,1,0,0,0,0,0,0,0\n",
+		{name: "time overflow", in: Header + "\n9223372036854775808,a,1,1,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 1 (time_s): "9223372036854775808": must be a non-negative integer`},
-		{name: "bad quoting", in: Header + "\n0,a\"b,1,1,0,0,0,0,0,0,0\n",
+		{name: "bad quoting", in: Header + "\n0,a\"b,1,1,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: parse error on line 2, column 4: bare " in non-quoted-field`},
 	}
 	for _, tt := range tests {
@@ -385,6 +395,77 @@ func TestWriteSVGPodsAxisCoversShutdowns(t *testing.T) {
 func TestWriteSVGRebootGolden(t *testing.T) {
 	got := render(t, rollingReboot(), "zone b rebooted five nodes at a time")
 	const golden = "testdata/reboot.svg"
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", golden, diff)
+	}
+}
+
+// volumeOutage builds a zone of ten nodes whose twenty volumes stay
+// attached through an outage until six minutes after its pods went, when
+// they are force-detached, sampled every minute for 30 minutes.
+func volumeOutage() []Row {
+	var rows []Row
+	for i := range 31 {
+		r := Row{TimeS: int64(i) * 60, Zone: "b", Nodes: 10, Ready: 10, Pods: 20, VolumesAttached: 20}
+		if i >= 5 {
+			r.Ready, r.Unknown, r.NoExecuteTainted = 0, 10, 10
+		}
+		if i >= 15 {
+			r.Pods = 0
+		}
+		if i >= 21 {
+			r.VolumesAttached, r.VolumesForceDetached = 0, 20
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// The volume series are drawn only for a timeline that has volumes: then
+// they get a legend row of their own, a line each in every panel, and the
+// right axis, shared with the pods, reaches them.
+func TestWriteSVGVolumes(t *testing.T) {
+	labels := []string{"volumes_attached (right axis)", "volumes_force_detached (cumulative, right axis)"}
+	svg := render(t, volumeOutage(), "t")
+	text := wellFormed(t, svg)
+	for _, want := range append(labels, "pods, volumes", "0 pods, 0 evicted, 0 shut down; 0 volumes attached, 20 force-detached") {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("text %q missing from the SVG's text:\n%s", want, text)
+		}
+	}
+	if got := strings.Count(svg, "<polyline "); got != 9 {
+		t.Errorf("%d polylines, want 9 (7 series and 2 volume series)", got)
+	}
+	if !strings.Contains(svg, `height="`+strconv.Itoa(headerH+volumesH+panelH+footerH)+`"`) {
+		t.Errorf("height does not leave room for the volume legend row")
+	}
+	if want := `fill="#444">20</text>`; !strings.Contains(svg, want) {
+		t.Errorf("no right axis tick %q for the 20 volumes", want)
+	}
+
+	without := render(t, outage([]string{"a"}, 10), "t")
+	for _, label := range append(labels, "pods, volumes", "volumes attached") {
+		if strings.Contains(without, label) {
+			t.Errorf("a timeline without volumes draws %q", label)
+		}
+	}
+}
+
+// TestWriteSVGVolumesGolden keeps a plot of volumes under review, like
+// TestWriteSVGGolden.
+func TestWriteSVGVolumesGolden(t *testing.T) {
+	got := render(t, volumeOutage(), "zone b's volumes force-detached 6 minutes after its pods went")
+	const golden = "testdata/volumes.svg"
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
