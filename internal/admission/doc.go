@@ -13,12 +13,16 @@
 //
 // Plugins:
 //   - noderestriction: upstream's NodeRestriction; limits node identities
-//     to their own Node, Lease and pods, and to the kubelet label
+//     to their own Node, Lease, pods and CSINode, to the status of their
+//     pods' claims (expansion fields only), and to the kubelet label
 //     allow-list. It pairs with auth.NodeAuthorizer.
 //   - defaulttolerationseconds: gives pods the not-ready and unreachable
 //     NoExecute tolerations (300 s by default) unless they tolerate them.
-//   - priority: resolves priorityClassName into spec.priority (built, not
-//     yet wired: it arrives with the workloads).
+//   - priority: resolves priorityClassName into spec.priority.
+//   - defaultstorageclass: upstream's DefaultStorageClass; a claim created
+//     without a class gets the newest default StorageClass.
+//   - storageprotection: upstream's StorageObjectInUseProtection; adds the
+//     pvc-protection and pv-protection finalizers on create.
 //
 // This package has no code; it documents the chain.
 package admission
