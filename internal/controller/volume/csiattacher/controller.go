@@ -146,20 +146,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Conn == nil {
 		return nil, errors.New("csiattacher: Config.Conn is required")
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{{"Timeout", &cfg.Timeout, DefaultTimeout}, {"RetryStart", &cfg.RetryStart, DefaultRetryStart}, {"RetryMax", &cfg.RetryMax, DefaultRetryMax}} {
-		if *d.v < 0 {
-			return nil, fmt.Errorf("csiattacher: %s %v must not be negative", d.name, *d.v)
-		}
-		if *d.v == 0 {
-			*d.v = d.def
-		}
-	}
-	if cfg.RetryMax < cfg.RetryStart {
-		return nil, fmt.Errorf("csiattacher: RetryMax %v must not be below RetryStart %v", cfg.RetryMax, cfg.RetryStart)
+	if err := retry.Check("csiattacher", &cfg.Timeout, &cfg.RetryStart, &cfg.RetryMax, DefaultTimeout, DefaultRetryStart, DefaultRetryMax); err != nil {
+		return nil, err
 	}
 	return &Controller{
 		cfg:      cfg,

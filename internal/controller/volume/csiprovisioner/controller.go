@@ -179,20 +179,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Conn == nil {
 		return nil, errors.New("csiprovisioner: Config.Conn is required")
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{{"Timeout", &cfg.Timeout, DefaultTimeout}, {"RetryStart", &cfg.RetryStart, DefaultRetryStart}, {"RetryMax", &cfg.RetryMax, DefaultRetryMax}} {
-		if *d.v < 0 {
-			return nil, fmt.Errorf("csiprovisioner: %s %v must not be negative", d.name, *d.v)
-		}
-		if *d.v == 0 {
-			*d.v = d.def
-		}
-	}
-	if cfg.RetryMax < cfg.RetryStart {
-		return nil, fmt.Errorf("csiprovisioner: RetryMax %v must not be below RetryStart %v", cfg.RetryMax, cfg.RetryStart)
+	if err := retry.Check("csiprovisioner", &cfg.Timeout, &cfg.RetryStart, &cfg.RetryMax, DefaultTimeout, DefaultRetryStart, DefaultRetryMax); err != nil {
+		return nil, err
 	}
 	if cfg.Identity == "" {
 		cfg.Identity = fmt.Sprintf("%d-%d-%s", cfg.Clock.Now().UnixMilli(), rand.IntN(10000), cfg.Driver)

@@ -5,6 +5,7 @@ package retry
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -103,4 +104,27 @@ func WithTimeout(ctx context.Context, clk clock.WithTicker, d time.Duration) (co
 		close(done)
 		cancel()
 	}
+}
+
+// Check fills the zero durations of a driver caller's Config with their
+// defaults (timeout for each call, start and max of the back-off), and
+// rejects a negative one or a max below start, naming the field; pkg
+// prefixes the messages.
+func Check(pkg string, timeout, start, max *time.Duration, defTimeout, defStart, defMax time.Duration) error {
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"Timeout", timeout, defTimeout}, {"RetryStart", start, defStart}, {"RetryMax", max, defMax}} {
+		if *d.v < 0 {
+			return fmt.Errorf("%s: %s %v must not be negative", pkg, d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if *max < *start {
+		return fmt.Errorf("%s: RetryMax %v must not be below RetryStart %v", pkg, *max, *start)
+	}
+	return nil
 }

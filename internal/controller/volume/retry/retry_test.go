@@ -96,3 +96,18 @@ func TestWithTimeoutFires(t *testing.T) {
 	clk.Step(time.Second)
 	<-ctx.Done()
 }
+
+func TestCheck(t *testing.T) {
+	var timeout, start, max time.Duration
+	if err := Check("x", &timeout, &start, &max, time.Minute, time.Second, time.Hour); err != nil || timeout != time.Minute || start != time.Second || max != time.Hour {
+		t.Fatalf("defaults: %v %v %v %v", err, timeout, start, max)
+	}
+	neg := -time.Second
+	if err := Check("x", &neg, &start, &max, 1, 1, 1); err == nil || err.Error() != "x: Timeout -1s must not be negative" {
+		t.Errorf("negative timeout: %v", err)
+	}
+	low := time.Millisecond
+	if err := Check("x", &timeout, &start, &low, 1, 1, 1); err == nil || err.Error() != "x: RetryMax 1ms must not be below RetryStart 1s" {
+		t.Errorf("max below start: %v", err)
+	}
+}
