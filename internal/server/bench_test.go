@@ -33,7 +33,9 @@ func startServer(tb testing.TB) *rest.Config {
 	done := make(chan error, 1)
 	dir := tb.TempDir()
 	go func() {
-		done <- server.Run(ctx, server.Config{DataDir: dir, SecurePort: 0, OnReady: func(s *server.Server) { ready <- s }})
+		// The built-in driver's volumes stay in the test's directory.
+		storage := server.StorageConfig{DataDir: filepath.Join(dir, "storage")}
+		done <- server.Run(ctx, server.Config{DataDir: dir, SecurePort: 0, Storage: storage, OnReady: func(s *server.Server) { ready <- s }})
 	}()
 	var srv *server.Server
 	select {
