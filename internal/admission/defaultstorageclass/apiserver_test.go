@@ -8,40 +8,12 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"knode/internal/admission/defaultstorageclass"
 	"knode/internal/apiserver"
 	"knode/internal/apitest"
-	"knode/internal/registry"
 )
-
-// testKinds serve claims and classes for this test until knode server
-// serves them itself (apitest then skips these).
-func testKinds() []registry.Kind {
-	return []registry.Kind{
-		{
-			GroupVersion: corev1.SchemeGroupVersion, Resource: "persistentvolumeclaims",
-			Kind: "PersistentVolumeClaim", ListKind: "PersistentVolumeClaimList", SingularName: "persistentvolumeclaim", Namespaced: true,
-			New:     func() runtime.Object { return &corev1.PersistentVolumeClaim{} },
-			NewList: func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
-			Fields: func(obj runtime.Object) fields.Set {
-				return registry.DefaultFields(obj.(*corev1.PersistentVolumeClaim), true)
-			},
-		},
-		{
-			GroupVersion: storagev1.SchemeGroupVersion, Resource: "storageclasses",
-			Kind: "StorageClass", ListKind: "StorageClassList", SingularName: "storageclass",
-			New:     func() runtime.Object { return &storagev1.StorageClass{} },
-			NewList: func() runtime.Object { return &storagev1.StorageClassList{} },
-			Fields: func(obj runtime.Object) fields.Set {
-				return registry.DefaultFields(obj.(*storagev1.StorageClass), false)
-			},
-		},
-	}
-}
 
 // The plugin as knode server wires it: classes read from the server's
 // own store.
@@ -65,7 +37,7 @@ func TestDefaultClassThroughAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s = apitest.Start(t, apitest.Options{Kinds: testKinds(), Admission: []apiserver.Admitter{plugin}})
+	s = apitest.Start(t, apitest.Options{Admission: []apiserver.Admitter{plugin}})
 	pvcs := s.Admin.CoreV1().PersistentVolumeClaims("default")
 
 	newClaim := func(name string, class *string) *corev1.PersistentVolumeClaim {

@@ -7,30 +7,10 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"knode/internal/apitest"
-	"knode/internal/registry"
 )
-
-// csiNodeKind serves CSINodes for this test until knode server serves
-// them itself (apitest then skips it).
-func csiNodeKind() registry.Kind {
-	return registry.Kind{
-		GroupVersion: storagev1.SchemeGroupVersion,
-		Resource:     "csinodes",
-		Kind:         "CSINode",
-		ListKind:     "CSINodeList",
-		SingularName: "csinode",
-		New:          func() runtime.Object { return &storagev1.CSINode{} },
-		NewList:      func() runtime.Object { return &storagev1.CSINodeList{} },
-		Fields: func(obj runtime.Object) fields.Set {
-			return registry.DefaultFields(obj.(*storagev1.CSINode), false)
-		},
-	}
-}
 
 func csiNode(name string) *storagev1.CSINode {
 	return &storagev1.CSINode{
@@ -51,7 +31,6 @@ func TestCSINodeThroughAPIServer(t *testing.T) {
 			node2Token + `,system:node:node-2,3,"system:nodes"`,
 		},
 		NodeRules: true,
-		Kinds:     []registry.Kind{csiNodeKind()},
 	})
 	node1 := s.Client(t, node1Token).StorageV1().CSINodes()
 	node2 := s.Client(t, node2Token).StorageV1().CSINodes()

@@ -8,43 +8,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"knode/internal/admission/storageprotection"
 	"knode/internal/apiserver"
 	"knode/internal/apitest"
-	"knode/internal/registry"
 )
-
-// testKinds serve claims and volumes for this test until knode server
-// serves them itself (apitest then skips these).
-func testKinds() []registry.Kind {
-	return []registry.Kind{
-		{
-			GroupVersion: corev1.SchemeGroupVersion, Resource: "persistentvolumeclaims",
-			Kind: "PersistentVolumeClaim", ListKind: "PersistentVolumeClaimList", SingularName: "persistentvolumeclaim", Namespaced: true,
-			New:     func() runtime.Object { return &corev1.PersistentVolumeClaim{} },
-			NewList: func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
-			Fields: func(obj runtime.Object) fields.Set {
-				return registry.DefaultFields(obj.(*corev1.PersistentVolumeClaim), true)
-			},
-		},
-		{
-			GroupVersion: corev1.SchemeGroupVersion, Resource: "persistentvolumes",
-			Kind: "PersistentVolume", ListKind: "PersistentVolumeList", SingularName: "persistentvolume",
-			New:     func() runtime.Object { return &corev1.PersistentVolume{} },
-			NewList: func() runtime.Object { return &corev1.PersistentVolumeList{} },
-			Fields: func(obj runtime.Object) fields.Set {
-				return registry.DefaultFields(obj.(*corev1.PersistentVolume), false)
-			},
-		},
-	}
-}
 
 func TestFinalizersThroughAPIServer(t *testing.T) {
 	ctx := context.Background()
-	s := apitest.Start(t, apitest.Options{Kinds: testKinds(), Admission: []apiserver.Admitter{storageprotection.New()}})
+	s := apitest.Start(t, apitest.Options{Admission: []apiserver.Admitter{storageprotection.New()}})
 
 	claim, err := s.Admin.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data"},
