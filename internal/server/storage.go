@@ -99,17 +99,15 @@ func startBuiltinDriver(ctx context.Context, client kubernetes.Interface, factor
 	if err != nil {
 		return fmt.Errorf("starting the built-in CSI driver: %w", err)
 	}
-	go func() {
-		<-ctx.Done()
-		srv.Stop()
-	}()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
+		srv.Stop()
 		return err
 	}
 	go func() {
 		<-ctx.Done()
 		conn.Close()
+		srv.Stop()
 	}()
 	att, err := csiattacher.New(csiattacher.Config{Driver: volume.BuiltinDriver, Conn: conn, Client: client, Clock: cfg.Clock, Informers: factory, Logger: log})
 	if err != nil {
