@@ -464,9 +464,10 @@ func TestNoForcedDetachWhenDisabled(t *testing.T) {
 	e.wantForced(0, 0)
 }
 
-// (c) The out-of-service taint on a not-Ready node detaches at once,
-// though the node still reports the volume in use and the pod is still
-// terminating there; counted as out-of-service.
+// (c) On a not-Ready node with the out-of-service taint, once the
+// Terminating pod is force-deleted (PodGC's part), the volume is detached
+// at once though the node still reports it in use; counted as
+// out-of-service.
 func TestOutOfServiceTaintDetachesAtOnce(t *testing.T) {
 	e := newEnv(t, func(c *attachdetach.Config) { c.DisableForceDetachOnTimeout = true })
 	e.attachedWorld()
@@ -482,7 +483,14 @@ func TestOutOfServiceTaintDetachesAtOnce(t *testing.T) {
 	e.step()
 	e.wantStillAttached("n1", "terminating pod without the taint")
 
+	// The taint alone keeps it: the Terminating pod still holds it.
 	e.taintOutOfService("n1")
+	e.step()
+	e.wantStillAttached("n1", "terminating pod on the tainted node")
+
+	// PodGC force-deletes the pod; the volume, still in the silent node's
+	// volumesInUse, is detached at once.
+	e.must("force-deleting pod", e.client.CoreV1().Pods("default").Delete(e.ctx, "p1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}))
 	e.writes("")
 	e.step()
 	e.wantDetached("n1")

@@ -88,15 +88,6 @@ func noneRunning(statuses []corev1.ContainerStatus) bool {
 	return true
 }
 
-// releasedByOutOfService reports whether pod, though not terminated, no
-// longer holds its volumes because its node is known to be off: the pod is
-// being deleted, and its node is not Ready and carries the out-of-service
-// taint. Upstream reaches the same end through the pod garbage collector,
-// which force-deletes exactly these pods.
-func releasedByOutOfService(pod *corev1.Pod, node *corev1.Node) bool {
-	return pod.DeletionTimestamp != nil && node != nil && !NodeReady(node) && volume.OutOfService(node)
-}
-
 // AttachRequired reports whether volumes of driver need a
 // VolumeAttachment: yes unless its CSIDriver says attachRequired: false. A
 // driver without a CSIDriver object needs one.
@@ -122,8 +113,10 @@ func Exclusive(pv *corev1.PersistentVolume) bool {
 // was deleted keeps the volumes its remaining pods use, as upstream's
 // desired state keeps such a node).
 //
-// A pod counts when it is bound to such a node, is not PodTerminated, and
-// is not released by the out-of-service taint. Each of its volumes counts
+// A pod counts when it is bound to such a node and is not PodTerminated:
+// a pod stuck Terminating on a dead node keeps its volumes until it is
+// gone (PodGC force-deletes it once the node has the out-of-service
+// taint). Each of its volumes counts
 // when it names a PVC (directly or as a generic ephemeral volume the pod
 // owns) that is Bound to a PV whose claimRef has the PVC's UID, the PV is
 // a CSI volume, and its driver has AttachRequired. Anything unresolved is
@@ -160,7 +153,7 @@ func Desire(snap Snapshot, managedGone map[string]bool) []Wanted {
 		if node != nil && !Managed(node) || node == nil && !managedGone[nodeName] {
 			continue
 		}
-		if PodTerminated(pod) || releasedByOutOfService(pod, node) {
+		if PodTerminated(pod) {
 			continue
 		}
 		for i := range pod.Spec.Volumes {

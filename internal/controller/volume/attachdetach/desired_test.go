@@ -215,7 +215,9 @@ func TestDesire(t *testing.T) {
 			want: []Wanted{wanted("n1", "c1", false, "p1")},
 		},
 		{
-			name: "running pod being deleted on a not-ready out-of-service node is released",
+			// PodGC, not the taint itself, releases it: by force-deleting
+			// the pod.
+			name: "running pod being deleted on a not-ready out-of-service node keeps it",
 			edit: func(s *Snapshot) {
 				s.Nodes = []*corev1.Node{mkNode("n1", false, oos)}
 				p := mkPod("p1", "n1", "c1")
@@ -223,6 +225,7 @@ func TestDesire(t *testing.T) {
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 				s.Pods = []*corev1.Pod{p}
 			},
+			want: []Wanted{wanted("n1", "c1", false, "p1")},
 		},
 		{
 			name: "running pod being deleted on a ready out-of-service node keeps it",

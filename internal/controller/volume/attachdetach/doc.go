@@ -10,9 +10,9 @@
 //     counts, as upstream) and the VolumeAttachments on them, and the
 //     VolumeAttachments on nodes that no longer exist.
 //   - The desired state (Desire): for each such node, the CSI PVs bound to
-//     the PVCs of the pods scheduled there, leaving out terminated pods and
-//     pods being deleted on a not-Ready node with the out-of-service taint,
-//     and leaving out drivers whose CSIDriver says attachRequired: false (a
+//     the PVCs of the pods scheduled there, leaving out terminated pods (a
+//     pod stuck Terminating keeps its volumes until PodGC or a user
+//     force-deletes it), and leaving out drivers whose CSIDriver says attachRequired: false (a
 //     driver without a CSIDriver object needs attaching).
 //   - The reconciler (Decide), exactly as section 10 of the node facts: a
 //     volume no pod needs waits while its node reports it in
