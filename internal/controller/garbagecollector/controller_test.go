@@ -14,6 +14,8 @@ import (
 	"knode/internal/apitest"
 	"knode/internal/controller/garbagecollector"
 	"knode/internal/controller/replicaset"
+	"knode/internal/registry/controllerrevision"
+	"knode/internal/registry/statefulset"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -21,8 +23,13 @@ var quiet = slog.New(slog.DiscardHandler)
 // world is apitest's World with this package's helpers as methods.
 type world struct{ *apitest.World }
 
-func newWorld(t *testing.T) *world {
-	return &world{apitest.NewWorld(t, apitest.Options{})}
+func newWorld(t *testing.T) *world { return newWorldWith(t, apitest.Options{}) }
+
+// newWorldWith is newWorld with opts, serving StatefulSets and
+// ControllerRevisions beside opts.Kinds.
+func newWorldWith(t *testing.T, opts apitest.Options) *world {
+	opts.Kinds = append(opts.Kinds, statefulset.Kind(), controllerrevision.Kind())
+	return &world{apitest.NewWorld(t, opts)}
 }
 
 func (w *world) collector() *garbagecollector.Collector {
