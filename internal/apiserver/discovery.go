@@ -105,47 +105,52 @@ func (s *Server) resourceList(g *groupInfo, groupVersion string) *metav1.APIReso
 			Verbs: itemVerbs, ShortNames: k.ShortNames, Categories: k.Categories,
 		})
 		for _, sub := range subresources(k) {
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: k.Resource + "/" + sub, Namespaced: k.Namespaced, Kind: k.Kind, Verbs: subresourceVerbs,
-			})
-		}
-		for _, sub := range postSubresources(k) {
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: k.Resource + "/" + sub.name, Namespaced: k.Namespaced, Group: sub.gvk.Group, Version: sub.gvk.Version, Kind: sub.gvk.Kind, Verbs: []string{"create"},
-			})
+			res := metav1.APIResource{Name: k.Resource + "/" + sub.name, Namespaced: k.Namespaced, Kind: sub.gvk.Kind, Verbs: sub.verbs}
+			if sub.gvk.GroupVersion() != k.GroupVersion {
+				// As upstream, only a kind from another group-version
+				// names it.
+				res.Group, res.Version = sub.gvk.Group, sub.gvk.Version
+			}
+			list.APIResources = append(list.APIResources, res)
 		}
 	}
 	return list
 }
 
-func subresources(k *registry.Kind) []string {
-	var subs []string
+// subresource is one subresource of a kind as discovery lists it: its
+// name, the kind it takes and returns, and its verbs.
+type subresource struct {
+	name  string
+	gvk   schema.GroupVersionKind
+	verbs []string
+}
+
+// subresources are k's: status, a namespace's finalize, scale (an
+// autoscaling/v1 Scale), and pods' binding and eviction, which only take a
+// POST of their own kind (kubectl drain finds eviction, policy/v1, through
+// discovery).
+func subresources(k *registry.Kind) []subresource {
+	own := k.GroupVersion.WithKind(k.Kind)
+	core := k.GroupVersion.Group == ""
+	var subs []subresource
 	if k.HasStatus {
-		subs = append(subs, "status")
+		subs = append(subs, subresource{"status", own, subresourceVerbs})
 	}
-	if k.Resource == "namespaces" && k.GroupVersion.Group == "" {
-		subs = append(subs, "finalize")
+	if k.Resource == "namespaces" && core {
+		subs = append(subs, subresource{"finalize", own, subresourceVerbs})
+	}
+	if k.Scale != nil {
+		subs = append(subs, subresource{subScale, scaleGVK, subresourceVerbs})
+	}
+	if k.Resource == "pods" && core {
+		subs = append(subs,
+			subresource{subBinding, corev1.SchemeGroupVersion.WithKind("Binding"), createVerb},
+			subresource{subEviction, policyv1.SchemeGroupVersion.WithKind("Eviction"), createVerb})
 	}
 	return subs
 }
 
-// postSubresource is a subresource that only takes a POST of its own kind.
-type postSubresource struct {
-	name string
-	gvk  schema.GroupVersionKind
-}
-
-// postSubresources are pods' binding and eviction; kubectl drain finds
-// eviction (policy/v1) through discovery.
-func postSubresources(k *registry.Kind) []postSubresource {
-	if k.Resource != "pods" || k.GroupVersion.Group != "" {
-		return nil
-	}
-	return []postSubresource{
-		{name: subBinding, gvk: corev1.SchemeGroupVersion.WithKind("Binding")},
-		{name: subEviction, gvk: policyv1.SchemeGroupVersion.WithKind("Eviction")},
-	}
-}
+var createVerb = []string{"create"}
 
 // writeDiscoveryV2 writes the aggregated discovery document of the legacy
 // group (core) or of the named groups.
@@ -167,12 +172,8 @@ func (s *Server) writeDiscoveryV2(w http.ResponseWriter, core bool) {
 				Verbs: itemVerbs, ShortNames: k.ShortNames, Categories: k.Categories,
 			}
 			for _, sub := range subresources(k) {
-				subGVK := gvk
-				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{Subresource: sub, ResponseKind: &subGVK, Verbs: subresourceVerbs})
-			}
-			for _, sub := range postSubresources(k) {
 				subGVK := metav1.GroupVersionKind{Group: sub.gvk.Group, Version: sub.gvk.Version, Kind: sub.gvk.Kind}
-				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{Subresource: sub.name, ResponseKind: &subGVK, Verbs: []string{"create"}})
+				res.Subresources = append(res.Subresources, apidiscoveryv2.APISubresourceDiscovery{Subresource: sub.name, ResponseKind: &subGVK, Verbs: sub.verbs})
 			}
 			version.Resources = append(version.Resources, res)
 		}

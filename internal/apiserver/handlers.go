@@ -55,6 +55,11 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, a auth.At
 			writeError(w, notFound())
 			return
 		}
+	case subScale:
+		if st.kind.Scale == nil {
+			writeError(w, notFound())
+			return
+		}
 	default:
 		writeError(w, notFound())
 		return
@@ -80,7 +85,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, a auth.At
 	var err error
 	switch a.Verb {
 	case "get":
-		err = s.get(ctx, w, r, st, namespace, a.Name)
+		err = s.get(ctx, w, r, st, namespace, a)
 	case "list":
 		err = s.list(ctx, w, r, st, namespace)
 	case "watch":
@@ -123,21 +128,31 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, code int, obj run
 	}
 }
 
-func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, st *objectStore, namespace, name string) error {
+func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, st *objectStore, namespace string, a auth.Attributes) error {
 	// The object is only encoded, so the shared one will do.
 	var obj runtime.Object
 	var err error
 	if r.URL.Query().Get("resourceVersion") == "0" && !s.cfg.StrictReads {
 		// Any revision will do: the watch cache answers, as upstream.
-		obj, err = st.cache.get(ctx, st.key(namespace, name))
+		obj, err = st.cache.get(ctx, st.key(namespace, a.Name))
 	} else {
-		obj, _, err = st.getShared(ctx, namespace, name)
+		obj, _, err = st.getShared(ctx, namespace, a.Name)
 	}
 	if err != nil {
-		return storageError(err, st.gr, name)
+		return storageError(err, st.gr, a.Name)
 	}
-	s.respond(w, r, st, http.StatusOK, obj)
+	s.respondOn(w, r, st, a.Subresource, http.StatusOK, obj)
 	return nil
+}
+
+// respondOn writes obj as a request on subresource sees it: its Scale on
+// /scale, else obj itself.
+func (s *Server) respondOn(w http.ResponseWriter, r *http.Request, st *objectStore, subresource string, code int, obj runtime.Object) {
+	if subresource == subScale {
+		s.respondScale(w, r, code, scaleOf(st.kind.Scale, obj))
+		return
+	}
+	s.respond(w, r, st, code, obj)
 }
 
 // listOptions decodes list and watch query parameters.
@@ -426,7 +441,13 @@ func (s *Server) update(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return err
 	}
 	contentType := r.Header.Get("Content-Type")
-	obj, warnings, err := decodeBodyAs(st.kind, contentType, data, wo.fv)
+	decode := func() (runtime.Object, []string, error) {
+		if a.Subresource == subScale {
+			return decodeObject(newScale(), scaleGVK, contentType, data, wo.fv)
+		}
+		return decodeBodyAs(st.kind, contentType, data, wo.fv)
+	}
+	obj, warnings, err := decode()
 	if err != nil {
 		return err
 	}
@@ -442,17 +463,27 @@ func (s *Server) update(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		}
 		// A retry: the store changed the first object; the body decodes
 		// to the same one again.
-		again, _, err := decodeBodyAs(st.kind, contentType, data, wo.fv)
+		again, _, err := decode()
 		return again, err
 	}
 	uo := s.updateOptions(ctx, st, namespace, a, wo)
 	uo.expectedRV = expectedRV
+	return s.runUpdate(ctx, w, r, st, namespace, a, fn, uo, &warnings)
+}
+
+// runUpdate runs the update fn of the request a and answers with the
+// result, adding the warnings left in *warnings. On /scale, fn updates the
+// object's Scale (viaScale) and the answer is the new Scale.
+func (s *Server) runUpdate(ctx context.Context, w http.ResponseWriter, r *http.Request, st *objectStore, namespace string, a auth.Attributes, fn updateFunc, uo updateOptions, warnings *[]string) error {
+	if a.Subresource == subScale {
+		fn = st.viaScale(namespace, a.Name, fn)
+	}
 	updated, err := st.Update(ctx, namespace, a.Name, fn, uo)
 	if err != nil {
 		return err
 	}
-	addWarnings(w, warnings)
-	s.respond(w, r, st, http.StatusOK, updated)
+	addWarnings(w, *warnings)
+	s.respondOn(w, r, st, a.Subresource, http.StatusOK, updated)
 	return nil
 }
 
@@ -470,8 +501,8 @@ func (s *Server) updateOptions(ctx context.Context, st *objectStore, namespace s
 }
 
 // patch applies a JSON patch, merge patch or strategic-merge patch to the
-// stored object and updates it, retrying on conflict unless the patch names
-// a resourceVersion.
+// stored object (on /scale, to its Scale) and updates it, retrying on
+// conflict unless the patch names a resourceVersion.
 func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Request, st *objectStore, namespace string, a auth.Attributes) error {
 	wo, err := parseWriteOptions(r)
 	if err != nil {
@@ -487,13 +518,10 @@ func (s *Server) patch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	var warnings []string
 	fn := st.patchFunc(patchType, body, wo.fv, &warnings)
-	updated, err := st.Update(ctx, namespace, a.Name, fn, s.updateOptions(ctx, st, namespace, a, wo))
-	if err != nil {
-		return err
+	if a.Subresource == subScale {
+		fn = scalePatchFunc(patchType, body, wo.fv, &warnings)
 	}
-	addWarnings(w, warnings)
-	s.respond(w, r, st, http.StatusOK, updated)
-	return nil
+	return s.runUpdate(ctx, w, r, st, namespace, a, fn, s.updateOptions(ctx, st, namespace, a, wo), &warnings)
 }
 
 // checkPatchType accepts the patch types the server applies.
@@ -519,18 +547,25 @@ func (st *objectStore) patchFunc(patchType types.PatchType, body []byte, fv fiel
 				return obj, err
 			}
 		}
-		currentJSON, err := patchTargetJSON(current)
-		if err != nil {
-			return nil, err
-		}
-		patched, err := applyPatch(patchType, currentJSON, body, st.kind.New())
-		if err != nil {
-			return nil, err
-		}
-		obj, warns, err := decodeBody(st.kind, patched, fv)
+		obj, warns, err := patchObject(current, patchType, body, st.kind.New, st.kind.GroupVersion.WithKind(st.kind.Kind), fv)
 		*warnings = warns
 		return obj, err
 	}
+}
+
+// patchObject applies body, a patch of patchType, to current and decodes
+// the result, as a request body is decoded, into a new object of kind gvk
+// made by newObj.
+func patchObject(current runtime.Object, patchType types.PatchType, body []byte, newObj func() runtime.Object, gvk schema.GroupVersionKind, fv fieldValidation) (runtime.Object, []string, error) {
+	currentJSON, err := patchTargetJSON(current)
+	if err != nil {
+		return nil, nil, err
+	}
+	patched, err := applyPatch(patchType, currentJSON, body, newObj())
+	if err != nil {
+		return nil, nil, err
+	}
+	return decodeObject(newObj(), gvk, "application/json", patched, fv)
 }
 
 // deleteRequestOptions reads DeleteOptions from the body and the query.

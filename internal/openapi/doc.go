@@ -34,4 +34,4 @@
 // `go generate ./internal/openapi/`.
 package openapi
 
-//go:generate go run k8s.io/kube-openapi/cmd/openapi-gen@v0.0.0-20260821135717-be32def86098 --output-dir . --output-pkg knode/internal/openapi --output-file zz_generated.openapi.go --go-header-file /dev/null --report-filename /dev/null k8s.io/api/core/v1 k8s.io/api/coordination/v1 k8s.io/api/apps/v1 k8s.io/api/policy/v1 k8s.io/api/scheduling/v1 k8s.io/api/storage/v1 k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/api/resource k8s.io/apimachinery/pkg/util/intstr k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version
+//go:generate go run k8s.io/kube-openapi/cmd/openapi-gen@v0.0.0-20260821135717-be32def86098 --output-dir . --output-pkg knode/internal/openapi --output-file zz_generated.openapi.go --go-header-file /dev/null --report-filename /dev/null k8s.io/api/core/v1 k8s.io/api/coordination/v1 k8s.io/api/apps/v1 k8s.io/api/autoscaling/v1 k8s.io/api/policy/v1 k8s.io/api/scheduling/v1 k8s.io/api/storage/v1 k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/api/resource k8s.io/apimachinery/pkg/util/intstr k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version

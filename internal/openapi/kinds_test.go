@@ -24,6 +24,10 @@ func testKinds() []registry.Kind {
 			NewList: func() runtime.Object { return list.DeepCopyObject() },
 		}
 	}
+	scaled := func(k registry.Kind) registry.Kind {
+		k.Scale = &registry.ScaleRules{}
+		return k
+	}
 	core := corev1.SchemeGroupVersion
 	apps := appsv1.SchemeGroupVersion
 	return []registry.Kind{
@@ -33,8 +37,8 @@ func testKinds() []registry.Kind {
 		kind(core, "events", "Event", true, false, &corev1.Event{}, &corev1.EventList{}),
 		kind(coordinationv1.SchemeGroupVersion, "leases", "Lease", true, false, &coordinationv1.Lease{}, &coordinationv1.LeaseList{}),
 		kind(apps, "daemonsets", "DaemonSet", true, true, &appsv1.DaemonSet{}, &appsv1.DaemonSetList{}),
-		kind(apps, "replicasets", "ReplicaSet", true, true, &appsv1.ReplicaSet{}, &appsv1.ReplicaSetList{}),
-		kind(apps, "statefulsets", "StatefulSet", true, true, &appsv1.StatefulSet{}, &appsv1.StatefulSetList{}),
+		scaled(kind(apps, "replicasets", "ReplicaSet", true, true, &appsv1.ReplicaSet{}, &appsv1.ReplicaSetList{})),
+		scaled(kind(apps, "statefulsets", "StatefulSet", true, true, &appsv1.StatefulSet{}, &appsv1.StatefulSetList{})),
 		kind(policyv1.SchemeGroupVersion, "poddisruptionbudgets", "PodDisruptionBudget", true, true, &policyv1.PodDisruptionBudget{}, &policyv1.PodDisruptionBudgetList{}),
 		kind(schedulingv1.SchemeGroupVersion, "priorityclasses", "PriorityClass", false, false, &schedulingv1.PriorityClass{}, &schedulingv1.PriorityClassList{}),
 		kind(storagev1.SchemeGroupVersion, "volumeattachments", "VolumeAttachment", false, true, &storagev1.VolumeAttachment{}, &storagev1.VolumeAttachmentList{}),

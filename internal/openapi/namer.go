@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"sort"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,7 +27,8 @@ type definitionNamer struct {
 }
 
 // newDefinitionNamer registers the kinds (and the list kinds, the option
-// types and the meta types every group-version carries) in a scheme and
+// types and the meta types every group-version carries, and autoscaling/v1
+// Scale when a kind has a /scale subresource) in a scheme and
 // records, for each type's model name, the kinds it is known as.
 func newDefinitionNamer(kinds []registry.Kind) *definitionNamer {
 	scheme := runtime.NewScheme()
@@ -38,6 +40,9 @@ func newDefinitionNamer(kinds []registry.Kind) *definitionNamer {
 		}
 		scheme.AddKnownTypeWithName(k.GroupVersion.WithKind(k.Kind), k.New())
 		scheme.AddKnownTypeWithName(k.GroupVersion.WithKind(k.ListKind), k.NewList())
+		if k.Scale != nil {
+			scheme.AddKnownTypeWithName(autoscalingv1.SchemeGroupVersion.WithKind("Scale"), &autoscalingv1.Scale{})
+		}
 	}
 	n := &definitionNamer{gvks: map[string][]metav1.GroupVersionKind{}}
 	for gvk, t := range scheme.AllKnownTypes() {

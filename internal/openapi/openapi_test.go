@@ -3,6 +3,7 @@ package openapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -172,6 +173,57 @@ func TestV3CoreDocumentDescribesNodes(t *testing.T) {
 	}
 }
 
+// The scale subresource takes and returns an autoscaling/v1 Scale, whose
+// schema the apps/v1 document carries, as upstream's does.
+func TestV3ScaleTakesScale(t *testing.T) {
+	doc := v3Documents(t, newTestHandler(t))["apis/apps/v1"]
+	if doc == nil {
+		t.Fatal("no apis/apps/v1 document")
+	}
+	const path = "/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}/scale"
+	item := doc.Paths.Paths[path]
+	if item == nil || item.Get == nil || item.Put == nil || item.Patch == nil {
+		t.Fatalf("%s lacks GET, PUT or PATCH: %+v", path, item)
+	}
+	const ref = "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"
+	// The schema every media type lists, or what differs.
+	refOf := func(content map[string]*spec3.MediaType) string {
+		refs := map[string]bool{}
+		for _, mt := range content {
+			if mt.Schema != nil {
+				refs[mt.Schema.Ref.String()] = true
+			}
+		}
+		for ref := range refs {
+			if len(refs) == 1 {
+				return ref
+			}
+		}
+		return fmt.Sprint(refs)
+	}
+	for what, got := range map[string]string{
+		"GET response":   refOf(item.Get.Responses.StatusCodeResponses[http.StatusOK].Content),
+		"PUT body":       refOf(item.Put.RequestBody.Content),
+		"PUT response":   refOf(item.Put.Responses.StatusCodeResponses[http.StatusOK].Content),
+		"PATCH response": refOf(item.Patch.Responses.StatusCodeResponses[http.StatusOK].Content),
+	} {
+		if got != ref {
+			t.Errorf("%s of %s is %q, want %q", what, path, got, ref)
+		}
+	}
+	scale := doc.Components.Schemas["io.k8s.api.autoscaling.v1.Scale"]
+	if scale == nil {
+		t.Fatal("no io.k8s.api.autoscaling.v1.Scale schema")
+	}
+	var gvks []metav1.GroupVersionKind
+	if err := scale.Extensions.GetObject(extensionGVK, &gvks); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]metav1.GroupVersionKind{{Group: "autoscaling", Version: "v1", Kind: "Scale"}}, gvks); diff != "" {
+		t.Errorf("Scale schema %s (-want +got):\n%s", extensionGVK, diff)
+	}
+}
+
 // operation is an operation's identity and the extensions kubectl reads.
 type operation struct {
 	ID     string
@@ -207,6 +259,8 @@ func TestV3Operations(t *testing.T) {
 	pod := metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
 	lease := metav1.GroupVersionKind{Group: "coordination.k8s.io", Version: "v1", Kind: "Lease"}
 	priorityClass := metav1.GroupVersionKind{Group: "scheduling.k8s.io", Version: "v1", Kind: "PriorityClass"}
+	replicaSet := metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}
+	scale := metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
 	tests := []struct {
 		name string
 		doc  string
@@ -255,6 +309,25 @@ func TestV3Operations(t *testing.T) {
 			"DELETE /apis/scheduling.k8s.io/v1/priorityclasses/{name}": {"deleteSchedulingV1PriorityClass", "delete", priorityClass},
 		},
 	}, {
+		name: "kind with status and scale",
+		doc:  "apis/apps/v1",
+		want: map[string]operation{
+			"GET /apis/apps/v1/namespaces/{namespace}/replicasets":                 {"listAppsV1NamespacedReplicaSet", "list", replicaSet},
+			"POST /apis/apps/v1/namespaces/{namespace}/replicasets":                {"createAppsV1NamespacedReplicaSet", "post", replicaSet},
+			"DELETE /apis/apps/v1/namespaces/{namespace}/replicasets":              {"deleteAppsV1CollectionNamespacedReplicaSet", "deletecollection", replicaSet},
+			"GET /apis/apps/v1/namespaces/{namespace}/replicasets/{name}":          {"readAppsV1NamespacedReplicaSet", "get", replicaSet},
+			"PUT /apis/apps/v1/namespaces/{namespace}/replicasets/{name}":          {"replaceAppsV1NamespacedReplicaSet", "put", replicaSet},
+			"PATCH /apis/apps/v1/namespaces/{namespace}/replicasets/{name}":        {"patchAppsV1NamespacedReplicaSet", "patch", replicaSet},
+			"DELETE /apis/apps/v1/namespaces/{namespace}/replicasets/{name}":       {"deleteAppsV1NamespacedReplicaSet", "delete", replicaSet},
+			"GET /apis/apps/v1/namespaces/{namespace}/replicasets/{name}/status":   {"readAppsV1NamespacedReplicaSetStatus", "get", replicaSet},
+			"PUT /apis/apps/v1/namespaces/{namespace}/replicasets/{name}/status":   {"replaceAppsV1NamespacedReplicaSetStatus", "put", replicaSet},
+			"PATCH /apis/apps/v1/namespaces/{namespace}/replicasets/{name}/status": {"patchAppsV1NamespacedReplicaSetStatus", "patch", replicaSet},
+			"GET /apis/apps/v1/namespaces/{namespace}/replicasets/{name}/scale":    {"readAppsV1NamespacedReplicaSetScale", "get", scale},
+			"PUT /apis/apps/v1/namespaces/{namespace}/replicasets/{name}/scale":    {"replaceAppsV1NamespacedReplicaSetScale", "put", scale},
+			"PATCH /apis/apps/v1/namespaces/{namespace}/replicasets/{name}/scale":  {"patchAppsV1NamespacedReplicaSetScale", "patch", scale},
+			"GET /apis/apps/v1/replicasets":                                        {"listAppsV1ReplicaSetForAllNamespaces", "list", replicaSet},
+		},
+	}, {
 		name: "discovery documents",
 		doc:  "apis/scheduling.k8s.io",
 		want: map[string]operation{"GET /apis/scheduling.k8s.io/": {ID: "getSchedulingAPIGroup"}},
@@ -270,12 +343,11 @@ func TestV3Operations(t *testing.T) {
 				t.Fatalf("no %s document", tc.doc)
 			}
 			got := operations(t, doc)
-			if tc.doc == "api/v1" {
-				// Only the pod operations are listed above.
-				for k := range got {
-					if !strings.Contains(k, "pods") {
-						delete(got, k)
-					}
+			// Only the pod and replica set operations are listed above.
+			only := map[string]string{"api/v1": "/pods", "apis/apps/v1": "/replicasets"}[tc.doc]
+			for k := range got {
+				if only != "" && !strings.Contains(k, only) {
+					delete(got, k)
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -323,8 +395,9 @@ func TestV3WritesTakeFieldValidation(t *testing.T) {
 			}
 		}
 	}
-	// 11 kinds: each has POST, PUT and PATCH, and 8 have a status with PUT and PATCH.
-	if want := 11*3 + 8*2; writes != want {
+	// 11 kinds: each has POST, PUT and PATCH, 8 have a status and 2 a
+	// scale, each with PUT and PATCH.
+	if want := 11*3 + 8*2 + 2*2; writes != want {
 		t.Errorf("found %d writes, want %d", writes, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -299,6 +300,7 @@ func groupVersionPath(gv schema.GroupVersion) string {
 
 var (
 	statusOK = []response{{http.StatusOK, "OK", &metav1.Status{}}}
+	scaleGVK = &metav1.GroupVersionKind{Group: autoscalingv1.GroupName, Version: "v1", Kind: "Scale"}
 )
 
 func okCreatedAccepted(model interface{}, accepted bool) []response {
@@ -311,8 +313,9 @@ func okCreatedAccepted(model interface{}, accepted bool) []response {
 
 // kindRoutes returns the operations a real API server lists for one kind:
 // list, create and deletecollection on the collection; read, replace, patch
-// and delete on the item; read, replace and patch on /status when the kind
-// has it; and, for namespaced kinds, the list across all namespaces.
+// and delete on the item; read, replace and patch on /status and on /scale
+// (an autoscaling/v1 Scale) when the kind has them; and, for namespaced
+// kinds, the list across all namespaces.
 func kindRoutes(k registry.Kind) []*route {
 	gv := k.GroupVersion
 	opGV := operationGroupVersion(gv)
@@ -335,7 +338,9 @@ func kindRoutes(k registry.Kind) []*route {
 	var routes []*route
 	add := func(r route) {
 		r.tags = tags
-		r.gvk = gvk
+		if r.gvk == nil {
+			r.gvk = gvk
+		}
 		if r.consumes == nil {
 			r.consumes = anyMediaType
 		}
@@ -404,32 +409,41 @@ func kindRoutes(k registry.Kind) []*route {
 			{http.StatusAccepted, "Accepted", &metav1.Status{}},
 		},
 	})
-	if k.HasStatus {
-		status := item + "/status"
-		add(route{
-			method: http.MethodGet, path: status, action: "get",
-			operationID: "read" + opGV + scope + k.Kind + "Status",
-			description: "read status of the specified " + k.Kind,
+	// sub adds read, replace and patch of the subresource name, whose
+	// body is model, of kind subGVK.
+	sub := func(name string, model interface{}, subGVK *metav1.GroupVersionKind) {
+		path, opKind := item+"/"+strings.ToLower(name), scope+k.Kind+name
+		for _, r := range []route{{
+			method: http.MethodGet, path: path, action: "get",
+			operationID: "read" + opGV + opKind,
+			description: "read " + strings.ToLower(name) + " of the specified " + k.Kind,
 			params:      concat(itemParams, []parameter{prettyParam}),
-			responses:   []response{{http.StatusOK, "OK", obj}},
-		})
-		add(route{
-			method: http.MethodPut, path: status, action: "put",
-			operationID: "replace" + opGV + scope + k.Kind + "Status",
-			description: "replace status of the specified " + k.Kind,
+			responses:   []response{{http.StatusOK, "OK", model}},
+		}, {
+			method: http.MethodPut, path: path, action: "put",
+			operationID: "replace" + opGV + opKind,
+			description: "replace " + strings.ToLower(name) + " of the specified " + k.Kind,
 			params:      concat(itemParams, []parameter{prettyParam, bodyParam(true)}, updateParams),
-			body:        obj,
-			responses:   okCreatedAccepted(obj, false),
-		})
-		add(route{
-			method: http.MethodPatch, path: status, action: "patch",
-			operationID: "patch" + opGV + scope + k.Kind + "Status",
-			description: "partially update status of the specified " + k.Kind,
+			body:        model,
+			responses:   okCreatedAccepted(model, false),
+		}, {
+			method: http.MethodPatch, path: path, action: "patch",
+			operationID: "patch" + opGV + opKind,
+			description: "partially update " + strings.ToLower(name) + " of the specified " + k.Kind,
 			params:      concat(itemParams, []parameter{prettyParam, bodyParam(true)}, patchParams),
 			consumes:    patchMediaTypes,
 			body:        &metav1.Patch{},
-			responses:   okCreatedAccepted(obj, false),
-		})
+			responses:   okCreatedAccepted(model, false),
+		}} {
+			r.gvk = subGVK
+			add(r)
+		}
+	}
+	if k.HasStatus {
+		sub("Status", obj, gvk)
+	}
+	if k.Scale != nil {
+		sub("Scale", &autoscalingv1.Scale{}, scaleGVK)
 	}
 	if k.Namespaced {
 		add(route{

@@ -59,6 +59,9 @@ type Kind struct {
 	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
 	// Status rules for the /status subresource; nil when HasStatus is false.
 	Status *StatusRules
+	// Scale maps the object to and from autoscaling/v1 Scale for the
+	// /scale subresource; nil means the kind has none.
+	Scale *ScaleRules
 
 	// DeleteGracePeriod decides graceful deletion. Given the stored object
 	// and the grace period the request asked for (nil when it named none),
@@ -76,6 +79,19 @@ type Kind struct {
 	// Fields returns the values field selectors match on. It must include
 	// metadata.name and, for namespaced kinds, metadata.namespace.
 	Fields func(obj runtime.Object) fields.Set
+}
+
+// ScaleRules are what the /scale subresource needs from a kind whose
+// spec.replicas it exposes, as upstream's apps/v1 ReplicaSets and
+// StatefulSets do. Both functions are pure.
+type ScaleRules struct {
+	// Get returns spec.replicas (nil counts as 0 only if the kind's
+	// defaults leave it nil), status.replicas and the label selector in
+	// its string form (metav1.FormatLabelSelector of the spec's selector,
+	// "" when it has none), the three things a Scale carries.
+	Get func(obj runtime.Object) (spec, status int32, selector string)
+	// Set writes spec.replicas into obj.
+	Set func(obj runtime.Object, replicas int32)
 }
 
 // StatusRules govern updates through the /status subresource.

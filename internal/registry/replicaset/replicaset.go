@@ -1,6 +1,7 @@
 // Package replicaset holds the API rules for apps/v1 ReplicaSets: defaults,
-// validation of the spec and of its pod template, the status subresource's
-// rules, generation, the table kubectl prints and the selectable fields.
+// validation of the spec and of its pod template, the status and scale
+// subresources' rules, generation, the table kubectl prints and the
+// selectable fields.
 //
 // Callers (the generic REST layer) use Kind() and pass *appsv1.ReplicaSet.
 // Every function is pure.
@@ -77,6 +78,18 @@ func Kind() registry.Kind {
 				return ValidateStatus(&obj.(*appsv1.ReplicaSet).Status, field.NewPath("status"))
 			},
 		},
+		Scale: &registry.ScaleRules{
+			Get: func(obj runtime.Object) (spec, status int32, selector string) {
+				rs := obj.(*appsv1.ReplicaSet)
+				if rs.Spec.Replicas != nil {
+					spec = *rs.Spec.Replicas
+				}
+				return spec, rs.Status.Replicas, scaleSelector(rs.Spec.Selector)
+			},
+			Set: func(obj runtime.Object, replicas int32) {
+				obj.(*appsv1.ReplicaSet).Spec.Replicas = &replicas
+			},
+		},
 
 		Columns: columns(),
 		Row:     row,
@@ -84,6 +97,18 @@ func Kind() registry.Kind {
 			return registry.DefaultFields(obj.(*appsv1.ReplicaSet), true)
 		},
 	}
+}
+
+// scaleSelector is the selector a Scale carries, as upstream's scale
+// subresource words it: what metav1.FormatLabelSelector prints for every
+// selector validation lets through, and "" for none (or an invalid one)
+// where that prints "<none>" (or "<error>").
+func scaleSelector(sel *metav1.LabelSelector) string {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return ""
+	}
+	return s.String()
 }
 
 // Default is apps/v1's SetDefaults_ReplicaSet (replicas 1) plus the pod

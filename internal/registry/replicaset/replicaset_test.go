@@ -161,3 +161,44 @@ func TestRow(t *testing.T) {
 		t.Errorf("row (-want +got):\n%s", diff)
 	}
 }
+
+func TestScale(t *testing.T) {
+	rules := Kind().Scale
+	type got struct {
+		Spec, Status int32
+		Selector     string
+	}
+	tests := []struct {
+		name string
+		edit func(*appsv1.ReplicaSet)
+		want got
+	}{
+		{"defaulted", func(*appsv1.ReplicaSet) {}, got{1, 0, "app=web"}},
+		{"scaled up, two running", func(rs *appsv1.ReplicaSet) {
+			rs.Spec.Replicas = ptr.To(int32(5))
+			rs.Status.Replicas = 2
+			rs.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}
+		}, got{5, 2, "app=web,tier in (a,b)"}},
+		{"no replicas, no selector", func(rs *appsv1.ReplicaSet) {
+			rs.Spec.Replicas = nil
+			rs.Spec.Selector = nil
+		}, got{0, 0, ""}},
+		{"empty selector", func(rs *appsv1.ReplicaSet) { rs.Spec.Selector = &metav1.LabelSelector{} }, got{1, 0, ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newRS()
+			tc.edit(rs)
+			var g got
+			g.Spec, g.Status, g.Selector = rules.Get(rs)
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("Get (-want +got):\n%s", diff)
+			}
+		})
+	}
+	rs := newRS()
+	rules.Set(rs, 7)
+	if ptr.Deref(rs.Spec.Replicas, -1) != 7 {
+		t.Errorf("after Set(7), spec.replicas = %v", rs.Spec.Replicas)
+	}
+}
