@@ -289,6 +289,15 @@ func TestPatchForms(t *testing.T) {
 	if !apierrors.IsInvalid(err) {
 		t.Errorf("invalid patch: %v, want Invalid", err)
 	}
+	// A patch naming the object's uid applies; one naming another uid (an
+	// object since recreated under the name) is refused on metadata.uid.
+	if _, err = nodes.Patch(ctx, "n1", types.MergePatchType, []byte(`{"metadata":{"uid":"`+string(n.UID)+`","labels":{"u":"1"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("patch naming the uid: %v", err)
+	}
+	_, err = nodes.Patch(ctx, "n1", types.MergePatchType, []byte(`{"metadata":{"uid":"not-the-uid","labels":{"u":"2"}}}`), metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.uid") || !strings.Contains(err.Error(), "field is immutable") {
+		t.Errorf("patch naming another uid: %v, want Invalid on metadata.uid", err)
+	}
 }
 
 func TestListSelectorsAndPaging(t *testing.T) {

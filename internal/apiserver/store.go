@@ -326,6 +326,12 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name, key stri
 	if explicitRV != "" && explicitRV != old.GetResourceVersion() {
 		return nil, apierrors.NewConflict(s.gr, name, errors.New(conflictMessage))
 	}
+	// As upstream, a uid in the body must be the stored one: a client
+	// that names it (PodGC's status patch does) must not change an
+	// object recreated under the same name.
+	if uid := accessor.GetUID(); uid != "" && uid != old.GetUID() {
+		return nil, apierrors.NewInvalid(s.gk(), name, field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), uid, "field is immutable")})
+	}
 	// Metadata the server owns never changes through an update.
 	accessor.SetUID(old.GetUID())
 	accessor.SetCreationTimestamp(old.GetCreationTimestamp())
