@@ -24,9 +24,11 @@ import (
 	"knode/internal/agent/options"
 	agentserver "knode/internal/agent/server"
 	"knode/internal/auth"
+	"knode/internal/cloudprovider"
 	cloudexec "knode/internal/cloudprovider/exec"
 	"knode/internal/controller/nodeipam"
 	"knode/internal/controller/nodelifecycle"
+	"knode/internal/controller/podgc"
 	"knode/internal/server"
 	"knode/internal/version"
 	"knode/internal/volume"
@@ -50,6 +52,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newServerCommand(), newUpCommand(), newAgentCommand(), newVersionCommand(), newKubeconfigCommand(), newSimCommand())
 	root.AddCommand(newCSIDriverCommand())
+	root.AddCommand(newNodeCommand())
 	return root
 }
 
@@ -80,6 +83,7 @@ type serverFlags struct {
 	verbose            bool
 	profiling          bool
 	noForceDetach      bool
+	terminatedPodGC    int
 	builtinStorage     bool
 	storageDir         string
 }
@@ -110,6 +114,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
 	fs.BoolVar(&f.profiling, "profiling", true, "serve Go profiles at /debug/pprof/ to authorized users")
 	fs.BoolVar(&f.noForceDetach, "disable-force-detach-on-timeout", false, "never force-detach a volume from a node that stays NotReady after the 6-minute unmount wait; only the out-of-service taint detaches it")
+	fs.IntVar(&f.terminatedPodGC, "terminated-pod-gc-threshold", podgc.DefaultTerminatedPodThreshold, "number of terminated pods that can exist before PodGC deletes the oldest; <= 0 keeps them all")
 	fs.BoolVar(&f.builtinStorage, "builtin-storage", true, "run the built-in CSI driver ("+volume.BuiltinDriver+") with its attacher and provisioner, and install its CSIDriver and the default StorageClass \""+server.DefaultStorageClass+"\"")
 	fs.StringVar(&f.storageDir, "storage-dir", server.DefaultStorageDir, "data directory of the built-in CSI driver's volumes; every agent must see the same directory (this machine, or a shared mount)")
 }
@@ -126,6 +131,7 @@ func (f *serverFlags) config() (server.Config, error) {
 		DefaultNotReadyTolerationSeconds:    &f.notReadyToleration,
 		DefaultUnreachableTolerationSeconds: &f.unreachableTol,
 		NodeMonitorPeriod:                   f.nodeMonitorPeriod,
+		TerminatedPodGCThreshold:            &f.terminatedPodGC,
 		NodeLifecycle: nodelifecycle.Config{
 			NodeMonitorGracePeriod:    f.nodeMonitorGrace,
 			NodeStartupGracePeriod:    f.nodeStartupGrace,
@@ -150,25 +156,36 @@ func (f *serverFlags) config() (server.Config, error) {
 	} else if f.clusterCIDR != "" {
 		return cfg, fmt.Errorf("--cluster-cidr needs --allocate-node-cidrs")
 	}
-	switch f.cloudProvider {
+	cloud, err := newCloudProvider(f.cloudProvider, f.cloudConfig)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Cloud = cloud
+	return cfg, nil
+}
+
+// newCloudProvider builds the provider the --cloud-provider and
+// --cloud-config flags name; nil (and no error) when name is empty.
+func newCloudProvider(name, config string) (cloudprovider.Interface, error) {
+	switch name {
 	case "":
-		if f.cloudConfig != "" {
-			return cfg, fmt.Errorf("--cloud-config needs --cloud-provider")
+		if config != "" {
+			return nil, fmt.Errorf("--cloud-config needs --cloud-provider")
 		}
+		return nil, nil
 	case cloudexec.ProviderName:
-		ec, err := cloudexec.LoadConfig(f.cloudConfig)
+		ec, err := cloudexec.LoadConfig(config)
 		if err != nil {
-			return cfg, fmt.Errorf("--cloud-config: %w", err)
+			return nil, fmt.Errorf("--cloud-config: %w", err)
 		}
 		p, err := cloudexec.New(ec)
 		if err != nil {
-			return cfg, err
+			return nil, err
 		}
-		cfg.Cloud = p
+		return p, nil
 	default:
-		return cfg, fmt.Errorf("--cloud-provider %q: supported values: %q (or empty)", f.cloudProvider, cloudexec.ProviderName)
+		return nil, fmt.Errorf("--cloud-provider %q: supported values: %q (or empty)", name, cloudexec.ProviderName)
 	}
-	return cfg, nil
 }
 
 func newServerCommand() *cobra.Command {

@@ -51,10 +51,14 @@ import (
 	"knode/internal/controller/namespace"
 	"knode/internal/controller/nodeipam"
 	"knode/internal/controller/nodelifecycle"
+	"knode/internal/controller/outofservice"
+	"knode/internal/controller/podgc"
 	"knode/internal/controller/replicaset"
+	"knode/internal/controller/statefulset"
 	"knode/internal/controller/tainteviction"
 	"knode/internal/openapi"
 	"knode/internal/registry"
+	crreg "knode/internal/registry/controllerrevision"
 	csidriverreg "knode/internal/registry/csidriver"
 	csinodereg "knode/internal/registry/csinode"
 	dsreg "knode/internal/registry/daemonset"
@@ -68,6 +72,7 @@ import (
 	pdbreg "knode/internal/registry/poddisruptionbudget"
 	pcreg "knode/internal/registry/priorityclass"
 	rsreg "knode/internal/registry/replicaset"
+	ssreg "knode/internal/registry/statefulset"
 	screg "knode/internal/registry/storageclass"
 	vareg "knode/internal/registry/volumeattachment"
 	"knode/internal/scheduler"
@@ -115,6 +120,10 @@ type Config struct {
 	// Storage configures the volume controllers and the built-in CSI
 	// driver.
 	Storage StorageConfig
+	// TerminatedPodGCThreshold is --terminated-pod-gc-threshold: how many
+	// finished pods PodGC lets exist (<= 0 keeps them all); nil means
+	// podgc.DefaultTerminatedPodThreshold (12500).
+	TerminatedPodGCThreshold *int
 	// Clock drives every timer; zero value means the real clock.
 	Clock clock.WithTicker
 	// Logger; nil means slog.Default().
@@ -143,7 +152,7 @@ type Server struct {
 func Kinds() []registry.Kind {
 	return []registry.Kind{
 		nsreg.Kind(), nodereg.Kind(), podreg.Kind(), eventreg.Kind(), leasereg.Kind(),
-		rsreg.Kind(), dsreg.Kind(), pdbreg.Kind(), pcreg.Kind(),
+		rsreg.Kind(), dsreg.Kind(), ssreg.Kind(), crreg.Kind(), pdbreg.Kind(), pcreg.Kind(),
 		screg.Kind(), csidriverreg.Kind(), csinodereg.Kind(), vareg.Kind(), pvreg.Kind(), pvcreg.Kind(),
 	}
 }
@@ -331,7 +340,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	go taintEviction.Run(ctx)
-	if err := startWorkloads(ctx, loopbackClient, cfg, log); err != nil {
+	if err := startWorkloads(ctx, loopbackClient, cfg, metrics, log); err != nil {
 		return err
 	}
 	if err := startStorage(ctx, loopbackClient, cfg, metrics, log); err != nil {
@@ -520,8 +529,9 @@ func DefaultStorageClassAdmission(api func() *apiserver.Server) (apiserver.Admit
 	})
 }
 
-// startWorkloads runs the scheduler and the workload controllers.
-func startWorkloads(ctx context.Context, client kubernetes.Interface, cfg Config, log *slog.Logger) error {
+// startWorkloads runs the scheduler, the workload controllers, PodGC and
+// the out-of-service events.
+func startWorkloads(ctx context.Context, client kubernetes.Interface, cfg Config, metrics prometheus.Registerer, log *slog.Logger) error {
 	sched, err := scheduler.New(scheduler.Config{Client: client, Clock: cfg.Clock, Logger: log})
 	if err != nil {
 		return err
@@ -537,6 +547,11 @@ func startWorkloads(ctx context.Context, client kubernetes.Interface, cfg Config
 		return err
 	}
 	go ds.Run(ctx)
+	ss, err := statefulset.New(statefulset.Config{Client: client, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	go ss.Run(ctx)
 	dc, err := disruption.New(disruption.Config{Client: client, Clock: cfg.Clock, Logger: log})
 	if err != nil {
 		return err
@@ -547,6 +562,16 @@ func startWorkloads(ctx context.Context, client kubernetes.Interface, cfg Config
 		return err
 	}
 	go gc.Run(ctx)
+	pgc, err := podgc.New(podgc.Config{Client: client, Clock: cfg.Clock, TerminatedPodThreshold: cfg.TerminatedPodGCThreshold, Metrics: metrics, Logger: log})
+	if err != nil {
+		return err
+	}
+	go pgc.Run(ctx)
+	oos, err := outofservice.New(outofservice.Config{Client: client, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	go oos.Run(ctx)
 	return nil
 }
 
