@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	"knode/internal/controller/ownership"
+	"knode/internal/controller/podstate"
 	dsreg "knode/internal/registry/daemonset"
 )
 
@@ -505,10 +506,10 @@ func RollingUpdate(ds *appsv1.DaemonSet, nodes []*corev1.Node, byNode map[string
 		case !ok, newPod == nil && oldPod == nil, newPod != nil && oldPod != nil:
 			unavailable++
 		case newPod != nil:
-			if !available(newPod, minReady, now) {
+			if !podstate.Available(newPod, minReady, now) {
 				unavailable++
 			}
-		case !available(oldPod, minReady, now):
+		case !podstate.Available(oldPod, minReady, now):
 			replace = append(replace, oldPod)
 		default:
 			candidates = append(candidates, oldPod)
@@ -576,9 +577,9 @@ func Status(ds *appsv1.DaemonSet, nodes []*corev1.Node, byNode map[string][]*cor
 		}
 		current++
 		pod := pods[0]
-		if podReady(pod) {
+		if podstate.Ready(pod) {
 			ready++
-			if at, ok := availableAt(pod, minReady); ok && (minReady == 0 || at.Before(now)) {
+			if at, ok := podstate.AvailableAt(pod, minReady); ok && (minReady == 0 || at.Before(now)) {
 				available++
 			} else if ok && (next.IsZero() || at.Before(next)) {
 				next = at
@@ -606,39 +607,4 @@ func StatusEqual(a, b appsv1.DaemonSetStatus) bool {
 
 func finished(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
-
-func readyCondition(p *corev1.Pod) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodReady {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	c := readyCondition(p)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-// availableAt is the time after which a Ready pod counts as available;
-// ok is false when minReady is set and the Ready time is unknown.
-func availableAt(p *corev1.Pod, minReady time.Duration) (time.Time, bool) {
-	c := readyCondition(p)
-	if c == nil || c.Status != corev1.ConditionTrue {
-		return time.Time{}, false
-	}
-	if minReady == 0 {
-		return c.LastTransitionTime.Time, true
-	}
-	if c.LastTransitionTime.IsZero() {
-		return time.Time{}, false
-	}
-	return c.LastTransitionTime.Add(minReady), true
-}
-
-func available(p *corev1.Pod, minReady time.Duration, now time.Time) bool {
-	at, ok := availableAt(p, minReady)
-	return ok && (minReady == 0 || at.Before(now))
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"knode/internal/controller/ownership"
+	"knode/internal/controller/podstate"
 )
 
 // BurstReplicas caps the pods one pass creates or deletes for one
@@ -133,7 +134,7 @@ func deleteFirst(a, b *corev1.Pod, rankA, rankB int, now time.Time) bool {
 	if pa, pb := phaseOrder[a.Status.Phase], phaseOrder[b.Status.Phase]; pa != pb {
 		return pa < pb
 	}
-	readyA, readyB := podReady(a), podReady(b)
+	readyA, readyB := podstate.Ready(a), podstate.Ready(b)
 	if readyA != readyB {
 		return !readyA
 	}
@@ -144,7 +145,7 @@ func deleteFirst(a, b *corev1.Pod, rankA, rankB int, now time.Time) bool {
 		return rankA > rankB
 	}
 	if readyA && readyB {
-		ta, tb := readySince(a), readySince(b)
+		ta, tb := podstate.ReadySince(a), podstate.ReadySince(b)
 		if !ta.Equal(tb) {
 			if ta.IsZero() || tb.IsZero() {
 				return afterOrZero(ta, tb)
@@ -252,11 +253,11 @@ func Status(rs *appsv1.ReplicaSet, owned []*corev1.Pod, terminatingPods int32, m
 		if template.Matches(labels.Set(p.Labels)) {
 			full++
 		}
-		if !podReady(p) {
+		if !podstate.Ready(p) {
 			continue
 		}
 		ready++
-		if at, ok := availableAt(p, minReady); ok && (minReady == 0 || at.Before(now)) {
+		if at, ok := podstate.AvailableAt(p, minReady); ok && (minReady == 0 || at.Before(now)) {
 			available++
 		} else if ok && (next.IsZero() || at.Before(next)) {
 			next = at
@@ -312,40 +313,4 @@ func active(p *corev1.Pod) bool {
 // terminating: being deleted and not finished.
 func terminating(p *corev1.Pod) bool {
 	return p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
-
-func readyCondition(p *corev1.Pod) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodReady {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	c := readyCondition(p)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-// readySince is when a Ready pod became Ready; zero when unknown.
-func readySince(p *corev1.Pod) time.Time {
-	if c := readyCondition(p); c != nil && c.Status == corev1.ConditionTrue {
-		return c.LastTransitionTime.Time
-	}
-	return time.Time{}
-}
-
-// availableAt is the time after which a Ready pod counts as available
-// (Ready for more than minReady); ok is false when that time is unknown
-// and minReady is not 0.
-func availableAt(p *corev1.Pod, minReady time.Duration) (time.Time, bool) {
-	since := readySince(p)
-	if minReady == 0 {
-		return since, true
-	}
-	if since.IsZero() {
-		return time.Time{}, false
-	}
-	return since.Add(minReady), true
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"knode/internal/controller/ownership"
+	"knode/internal/controller/podstate"
 )
 
 // MaxBatchSize caps a Parallel phase's batch, as upstream's MaxBatchSize.
@@ -260,7 +261,7 @@ func Decide(set *appsv1.StatefulSet, current, update *appsv1.ControllerRevision,
 			plan.Wait = fmt.Sprintf("waiting for Pod %s to be Running and Ready prior to scale down", blocker)
 			return plan, nil
 		}
-		if monotonic && p != firstUnhealthy && !available(p, minReady, now) {
+		if monotonic && p != firstUnhealthy && !podstate.Available(p, minReady, now) {
 			plan.Wait = fmt.Sprintf("waiting for Pod %s to be Available prior to scale down", blocker)
 			return plan, nil
 		}
@@ -350,7 +351,7 @@ func decideReplica(plan *Plan, set, updateSet *appsv1.StatefulSet, p *corev1.Pod
 			return true, fmt.Sprintf("waiting for Pod %s to Terminate", p.Name)
 		case !runningAndReady(p):
 			return true, fmt.Sprintf("waiting for Pod %s to be Running and Ready", p.Name)
-		case !available(p, minReady, now):
+		case !podstate.Available(p, minReady, now):
 			return true, fmt.Sprintf("waiting for Pod %s to be Available", p.Name)
 		}
 	}
@@ -428,9 +429,9 @@ func Status(set *appsv1.StatefulSet, current, update *appsv1.ControllerRevision,
 		}
 		if runningAndReady(p) {
 			s.ReadyReplicas++
-			if available(p, minReady, now) {
+			if podstate.Available(p, minReady, now) {
 				s.AvailableReplicas++
-			} else if at := readySince(p); !at.IsZero() {
+			} else if at := podstate.ReadySince(p); !at.IsZero() {
 				if due := at.Add(minReady); next.IsZero() || due.Before(next) {
 					next = due
 				}
@@ -476,44 +477,9 @@ func terminating(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
 
 // runningAndReady: phase Running and condition Ready True.
 func runningAndReady(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodRunning && podReady(p)
+	return p.Status.Phase == corev1.PodRunning && podstate.Ready(p)
 }
 
 // healthy: Running and Ready and not being deleted (1.33's isHealthy,
 // which does not wait for minReadySeconds).
 func healthy(p *corev1.Pod) bool { return runningAndReady(p) && !terminating(p) }
-
-func readyCondition(p *corev1.Pod) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodReady {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	c := readyCondition(p)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-// readySince is when a Ready pod became Ready; zero when unknown.
-func readySince(p *corev1.Pod) time.Time {
-	if c := readyCondition(p); c != nil && c.Status == corev1.ConditionTrue {
-		return c.LastTransitionTime.Time
-	}
-	return time.Time{}
-}
-
-// available is upstream's IsPodAvailable: Ready, and with a minReady, Ready
-// since strictly more than minReady before now.
-func available(p *corev1.Pod, minReady time.Duration, now time.Time) bool {
-	if !podReady(p) {
-		return false
-	}
-	if minReady == 0 {
-		return true
-	}
-	since := readySince(p)
-	return !since.IsZero() && since.Add(minReady).Before(now)
-}
