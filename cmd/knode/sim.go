@@ -34,7 +34,8 @@ func newSimRunCommand() *cobra.Command {
 		Short: "Replay a scenario script in virtual time and write its timeline",
 		Long: `Replay a scenario script in virtual time with knode's real API server,
 node lifecycle controller, taint eviction, scheduler, PV binder,
-attach/detach controller and agents, and write DIR/timeline.csv and
+attach/detach controller, pod garbage collector, StatefulSet controller
+and agents, and write DIR/timeline.csv and
 DIR/timeline.svg. The same script and seed always give the same timeline.
 See examples/sim for scripts and the README for the language.`,
 		Args: cobra.ExactArgs(1),
@@ -81,6 +82,9 @@ See examples/sim for scripts and the README for the language.`,
 			stdout := cmd.OutOrStdout()
 			fmt.Fprintf(stdout, "%s: %v of virtual time in %.1fs (seed %d)\n", args[0], w.Now(), wall.Seconds(), seed)
 			if err := sim.WriteSummary(stdout, w.Summary()); err != nil {
+				return err
+			}
+			if err := sim.WriteStatefulSets(stdout, w.StatefulSets()); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "timeline.csv"), filepath.Join(out, "timeline.svg"))

@@ -102,3 +102,35 @@ func TestSimRunVolumes(t *testing.T) {
 		t.Errorf("timeline.svg does not plot volumes_attached: %v", err)
 	}
 }
+
+// TestSimRunStatefulSet runs a scenario with a StatefulSet: the summary
+// reports its readiness and the timeline counts its ready replicas.
+func TestSimRunStatefulSet(t *testing.T) {
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "statefulset.txt")
+	if err := os.WriteFile(scenario, []byte("nodes 2 zone=a\nstatefulset db replicas=2 volume\nrun 30s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetOut(&stdout)
+	cmd.SetArgs([]string{"sim", "run", scenario, "--out", out})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "\nstatefulset db: ready 2/2 at "; !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), ", never lost readiness\n") {
+		t.Errorf("stdout lacks the StatefulSet's line:\n%s", stdout.String())
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "timeline.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := timeline.ReadCSV(bytes.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rows[len(rows)-1]; last.StatefulSetReady != 2 || last.Pods != 2 || last.PodsTerminating != 0 {
+		t.Errorf("last row %+v, want 2 replicas ready, 2 pods, none terminating", last)
+	}
+}

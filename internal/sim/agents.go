@@ -470,8 +470,9 @@ func (a *simAgent) syncPods() {
 	}
 }
 
-// Act applies action to count agents of zone from the one with index from
-// (1-based; 0 means 1), or to all the rest of the zone when count is 0:
+// Act applies a.Action to a.Count agents of a.Zone from the one with
+// index a.From (1-based; 0 means 1), or to all the rest of the zone when
+// a.Count is 0; a.Time is not read:
 //
 //   - stop silences the agents: the machines stay up, their pods keep
 //     running, and nothing reaches the API server from them;
@@ -480,45 +481,53 @@ func (a *simAgent) syncPods() {
 //   - shutdown shuts the machines down (see shutDown);
 //   - force-delete deletes the pods bound to the nodes at once (grace
 //     period 0), as an operator does;
-//   - out-of-service taints the nodes node.kubernetes.io/out-of-service=
-//     nodeshutdown:NoExecute, as an operator does once they are known to
-//     be off.
-func (w *World) Act(action script.Action, zone string, from, count int) error {
-	agents := w.zones[zone]
+//   - taint out-of-service taints the nodes node.kubernetes.io/out-of-
+//     service=nodeshutdown:NoExecute, as an operator does once they are
+//     known to be off, and untaint out-of-service takes every taint with
+//     that key off them (see volumes.go).
+func (w *World) Act(a script.At) error {
+	agents := w.zones[a.Zone]
 	if len(agents) == 0 {
-		return fmt.Errorf("zone %q has no nodes", zone)
+		return fmt.Errorf("zone %q has no nodes", a.Zone)
 	}
-	first := max(from, 1) - 1
+	first := max(a.From, 1) - 1
 	if first >= len(agents) {
-		return fmt.Errorf("from=%d: zone %q has only %d nodes", from, zone, len(agents))
+		return fmt.Errorf("from=%d: zone %q has only %d nodes", a.From, a.Zone, len(agents))
 	}
 	end := len(agents)
-	if count > 0 {
-		if count > len(agents)-first {
-			return fmt.Errorf("from=%d count=%d: zone %q has only %d nodes", max(from, 1), count, zone, len(agents))
+	if a.Count > 0 {
+		if a.Count > len(agents)-first {
+			return fmt.Errorf("from=%d count=%d: zone %q has only %d nodes", max(a.From, 1), a.Count, a.Zone, len(agents))
 		}
-		end = first + count
+		end = first + a.Count
 	}
-	for _, a := range agents[first:end] {
-		switch action {
+	if (a.Action == script.Taint || a.Action == script.Untaint) && a.Taint != script.OutOfService {
+		return fmt.Errorf("%s: unknown taint %q", a.Action, a.Taint)
+	}
+	for _, ag := range agents[first:end] {
+		switch a.Action {
 		case script.Stop:
-			a.stop()
+			ag.stop()
 		case script.Start:
-			if err := a.start(); err != nil {
+			if err := ag.start(); err != nil {
 				return err
 			}
 		case script.Shutdown:
-			a.shutDown()
+			ag.shutDown()
 		case script.ForceDelete:
-			if err := w.forceDelete(a.name); err != nil {
+			if err := w.forceDelete(ag.name); err != nil {
 				return err
 			}
-		case script.OutOfService:
-			if err := w.markOutOfService(a.name); err != nil {
+		case script.Taint:
+			if err := w.markOutOfService(ag.name, true); err != nil {
+				return err
+			}
+		case script.Untaint:
+			if err := w.markOutOfService(ag.name, false); err != nil {
 				return err
 			}
 		default:
-			return fmt.Errorf("unknown action %q", action)
+			return fmt.Errorf("unknown action %q", a.Action)
 		}
 	}
 	w.settle()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,10 +20,10 @@ import (
 
 // TestLanesKeepTheOutcome runs scenarios one callback at a time and in
 // batches on several goroutines: the timelines must match, and so must
-// every Node, Lease, Pod, claim, volume and attachment, apart from the
-// revisions they were written at.
+// every Node, Lease, Pod, claim, volume, attachment and StatefulSet, apart
+// from the revisions they were written at.
 func TestLanesKeepTheOutcome(t *testing.T) {
-	for _, path := range []string{"testdata/stop-start.txt", "../../examples/sim/zone-outage.txt", "../../examples/sim/rolling-reboot.txt", "../../examples/sim/zone-outage-volumes.txt"} {
+	for _, path := range []string{"testdata/stop-start.txt", "../../examples/sim/zone-outage.txt", "../../examples/sim/rolling-reboot.txt", "../../examples/sim/zone-outage-volumes.txt", "../../examples/sim/statefulset-zone-outage-taint.txt"} {
 		t.Run(path, func(t *testing.T) {
 			serial := replayWorld(t, path, Config{Seed: 3, Batch: 1, Workers: 1})
 			lanes := replayWorld(t, path, Config{Seed: 3, Workers: 4})
@@ -95,6 +96,9 @@ func objects(t *testing.T, w *World) map[string]string {
 	for name, v := range w.mirror.volumes {
 		add("volume/"+name, v)
 	}
+	for k, set := range w.mirror.sets {
+		add("statefulset/"+k.String(), set)
+	}
 	for name, va := range w.mirror.attachments {
 		add("attachment/"+name, va)
 	}
@@ -130,6 +134,10 @@ func (r *recorder) claimChanged(_, _ *corev1.PersistentVolumeClaim) {}
 func (r *recorder) volumeChanged(_, _ *corev1.PersistentVolume) {}
 
 func (r *recorder) attachmentChanged(_, _ *storagev1.VolumeAttachment) {}
+
+func (r *recorder) setChanged(_, _ *appsv1.StatefulSet) {}
+
+func (r *recorder) revisionChanged() {}
 
 // After a batch the mirror hands on changes ordered by the rank of their
 // node, each node's own changes in revision order, whatever order the

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -30,18 +31,22 @@ var (
 	claimsGVR      = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
 	volumesGVR     = corev1.SchemeGroupVersion.WithResource("persistentvolumes")
 	attachmentsGVR = storagev1.SchemeGroupVersion.WithResource("volumeattachments")
+	setsGVR        = appsv1.SchemeGroupVersion.WithResource("statefulsets")
+	revisionsGVR   = appsv1.SchemeGroupVersion.WithResource("controllerrevisions")
 )
 
 // mirror follows the store synchronously and keeps the nodes, node leases,
-// pods, PersistentVolumeClaims, PersistentVolumes and VolumeAttachments
-// decoded, as informers would in a server, but without a goroutine:
+// pods, PersistentVolumeClaims, PersistentVolumes, VolumeAttachments,
+// StatefulSets and ControllerRevisions decoded, as informers would in a
+// server, but without a goroutine:
 // refresh reads every change since the last one, so what the mirror shows
 // depends only on the writes made so far. Each change is decoded once and
 // handed to the observer; the components read the mirror (the node
 // lifecycle controller through its Source, taint eviction through Lookup,
 // the agents' volume managers directly) and never list through the API.
-// The attach/detach controller and the PV binder are the exception: their
-// Step and Sync list through the API.
+// The attach/detach controller, the PV binder, the StatefulSet controller
+// and the pod garbage collector are the exception: their Step and Sync
+// list through the API.
 type mirror struct {
 	store *memory.Store
 	api   *apiserver.Server
@@ -49,6 +54,7 @@ type mirror struct {
 
 	nodePrefix, leasePrefix, podPrefix          string
 	claimPrefix, volumePrefix, attachmentPrefix string
+	setPrefix, revisionPrefix                   string
 
 	nodes  map[string]*corev1.Node
 	leases map[string]*coordinationv1.Lease
@@ -65,6 +71,10 @@ type mirror struct {
 	volumes     map[string]*corev1.PersistentVolume
 	attachments map[string]*storagev1.VolumeAttachment
 
+	sets map[types.NamespacedName]*appsv1.StatefulSet
+	// revisions holds the ControllerRevisions' names, as namespace/name.
+	revisions map[string]bool
+
 	observer observer
 	// changes is refreshOrdered's scratch space.
 	changes []change
@@ -80,6 +90,8 @@ type observer interface {
 	claimChanged(old, cur *corev1.PersistentVolumeClaim)
 	volumeChanged(old, cur *corev1.PersistentVolume)
 	attachmentChanged(old, cur *storagev1.VolumeAttachment)
+	setChanged(old, cur *appsv1.StatefulSet)
+	revisionChanged()
 }
 
 func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer) (*mirror, error) {
@@ -90,6 +102,7 @@ func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer
 		fresh:  map[types.NamespacedName]struct{}{},
 		claims: map[types.NamespacedName]*corev1.PersistentVolumeClaim{}, volumes: map[string]*corev1.PersistentVolume{},
 		attachments: map[string]*storagev1.VolumeAttachment{},
+		sets:        map[types.NamespacedName]*appsv1.StatefulSet{}, revisions: map[string]bool{},
 	}
 	for _, p := range []struct {
 		gvr schema.GroupVersionResource
@@ -102,6 +115,8 @@ func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer
 		{claimsGVR, &m.claimPrefix, ""},
 		{volumesGVR, &m.volumePrefix, ""},
 		{attachmentsGVR, &m.attachmentPrefix, ""},
+		{setsGVR, &m.setPrefix, ""},
+		{revisionsGVR, &m.revisionPrefix, ""},
 	} {
 		prefix, ok := api.StoragePrefix(p.gvr)
 		if !ok {
@@ -115,12 +130,15 @@ func newMirror(store *memory.Store, api *apiserver.Server, rev int64, o observer
 // refresh applies every change written since the last call.
 func (m *mirror) refresh() error { return m.refreshOrdered(nil) }
 
-// change is one decoded change: obj is nil for a deletion. rank is its
-// node's rank, when refreshOrdered has one.
+// change is one decoded change: obj is nil for a deletion, and for the
+// kinds not decoded (ControllerRevisions), whose put says whether it is a
+// creation or update rather than a deletion. rank is its node's rank, when
+// refreshOrdered has one.
 type change struct {
 	gvr  schema.GroupVersionResource
 	key  string
 	obj  runtime.Object
+	put  bool
 	rank int
 }
 
@@ -174,6 +192,12 @@ func (m *mirror) decode(ev *storage.Event) (c change, ok bool, err error) {
 		c.gvr = volumesGVR
 	case strings.HasPrefix(c.key, m.attachmentPrefix):
 		c.gvr = attachmentsGVR
+	case strings.HasPrefix(c.key, m.setPrefix):
+		c.gvr = setsGVR
+	case strings.HasPrefix(c.key, m.revisionPrefix):
+		// Not decoded: nothing reads a revision's content.
+		c.gvr, c.put = revisionsGVR, ev.Type == storage.Put
+		return c, true, nil
 	default:
 		return c, false, nil
 	}
@@ -185,15 +209,15 @@ func (m *mirror) decode(ev *storage.Event) (c change, ok bool, err error) {
 	return c, true, nil
 }
 
-// nodeOf is the node a change concerns; "" for the storage kinds, which
-// no agent writes.
+// nodeOf is the node a change concerns; "" for the storage and apps
+// kinds, which no agent writes.
 func (m *mirror) nodeOf(c change) string {
 	switch c.gvr {
 	case nodesGVR:
 		return strings.TrimPrefix(c.key, m.nodePrefix)
 	case leasesGVR:
 		return strings.TrimPrefix(c.key, m.leasePrefix)
-	case claimsGVR, volumesGVR, attachmentsGVR:
+	case claimsGVR, volumesGVR, attachmentsGVR, setsGVR, revisionsGVR:
 		return ""
 	}
 	if p, ok := c.obj.(*corev1.Pod); ok {
@@ -276,6 +300,21 @@ func (m *mirror) apply(c change) {
 		cur, _ := c.obj.(*storagev1.VolumeAttachment)
 		setOrDelete(m.attachments, name, cur)
 		m.observer.attachmentChanged(old, cur)
+	case setsGVR:
+		ns, name, _ := strings.Cut(strings.TrimPrefix(c.key, m.setPrefix), "/")
+		k := types.NamespacedName{Namespace: ns, Name: name}
+		old := m.sets[k]
+		cur, _ := c.obj.(*appsv1.StatefulSet)
+		setOrDelete(m.sets, k, cur)
+		m.observer.setChanged(old, cur)
+	case revisionsGVR:
+		name := strings.TrimPrefix(c.key, m.revisionPrefix)
+		if c.put {
+			m.revisions[name] = true
+		} else {
+			delete(m.revisions, name)
+		}
+		m.observer.revisionChanged()
 	}
 }
 

@@ -51,7 +51,7 @@ func silenceOne(t *testing.T, pods int, d time.Duration) *World {
 	if err := w.RunFor(time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Act(script.Stop, "a", 0, 1); err != nil {
+	if err := w.Act(script.At{Action: script.Stop, Zone: "a", From: 0, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.RunFor(d); err != nil {

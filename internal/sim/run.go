@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -47,15 +46,7 @@ func (w *World) AddPods(p script.Pods) error {
 		w.pods++
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "pod-" + strconv.Itoa(w.pods), Namespace: metav1.NamespaceDefault},
-			Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{
-					Name:      "app",
-					Image:     image(p.Stop),
-					Resources: corev1.ResourceRequirements{Requests: PodRequests},
-				}},
-				Tolerations:       tolerations(p.Toleration),
-				PriorityClassName: class,
-			},
+			Spec:       podSpec(p, class),
 		}
 		if p.Volume {
 			v, err := w.volumeFor(pod.Name)
@@ -63,7 +54,7 @@ func (w *World) AddPods(p script.Pods) error {
 				return err
 			}
 			pod.Spec.Volumes = []corev1.Volume{v}
-			pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: v.Name, MountPath: mountPath}}
+			mount(&pod.Spec)
 		}
 		if _, err := w.admin.CoreV1().Pods(pod.Namespace).Create(w.ctx, pod, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
@@ -71,6 +62,26 @@ func (w *World) AddPods(p script.Pods) error {
 	}
 	w.settle()
 	return w.err
+}
+
+// podSpec is the spec of a pod of p, naming the PriorityClass class
+// (none when ""); p.Volume and p.Count are not read.
+func podSpec(p script.Pods, class string) corev1.PodSpec {
+	return corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name:      "app",
+			Image:     image(p.Stop),
+			Resources: corev1.ResourceRequirements{Requests: PodRequests},
+		}},
+		Tolerations:       tolerations(p.Toleration),
+		PriorityClassName: class,
+	}
+}
+
+// mount has spec's container mount the volume named volumeName at
+// mountPath.
+func mount(spec *corev1.PodSpec) {
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: volumeName, MountPath: mountPath}}
 }
 
 // podImage is the image of every scenario pod's container.
@@ -128,17 +139,17 @@ func (w *World) priorityClass(v int32) (string, error) {
 	return name, nil
 }
 
-// At applies action to zone's agents at virtual time t, which must not
-// have passed; see Act for the agents from and count name.
-func (w *World) At(t time.Duration, action script.Action, zone string, from, count int) error {
-	if t < w.Now() {
-		return fmt.Errorf("time %v has passed (virtual time is %v)", t, w.Now())
+// At applies a (see Act) at virtual time a.Time, which must not have
+// passed.
+func (w *World) At(a script.At) error {
+	if a.Time < w.Now() {
+		return fmt.Errorf("time %v has passed (virtual time is %v)", a.Time, w.Now())
 	}
 	if err := w.start(); err != nil {
 		return err
 	}
-	w.after(t-w.Now(), func() {
-		if err := w.Act(action, zone, from, count); err != nil {
+	w.after(a.Time-w.Now(), func() {
+		if err := w.Act(a); err != nil {
 			w.fail(err)
 		}
 	})
@@ -174,8 +185,10 @@ func (w *World) Exec(st script.Statement) error {
 		return w.AddNodes(st.Zone, st.Count)
 	case script.Pods:
 		return w.AddPods(st)
+	case script.StatefulSet:
+		return w.AddStatefulSet(st)
 	case script.At:
-		return w.At(st.Time, st.Action, st.Zone, st.From, st.Count)
+		return w.At(st)
 	case script.Run:
 		return w.RunFor(st.Duration)
 	default:

@@ -15,6 +15,7 @@ import (
 	"knode/internal/agent/lease"
 	"knode/internal/agent/shutdown"
 	"knode/internal/controller/nodelifecycle"
+	"knode/internal/controller/podgc"
 )
 
 // Settings are what a scenario's `set` statements change, under the flag
@@ -33,6 +34,10 @@ type Settings struct {
 	// that is not Ready is never detached for the 6-minute timeout, only
 	// for the out-of-service taint.
 	DisableForceDetachOnTimeout bool
+	// TerminatedPodGCThreshold is the pod garbage collector's
+	// --terminated-pod-gc-threshold: how many finished pods may exist
+	// before it deletes the oldest; 0 turns that path off.
+	TerminatedPodGCThreshold int
 	// kube-apiserver (DefaultTolerationSeconds admission)
 	DefaultNotReadyTolerationSeconds    int64
 	DefaultUnreachableTolerationSeconds int64
@@ -57,6 +62,7 @@ func DefaultSettings() Settings {
 		SecondaryNodeEvictionRate:           nodelifecycle.DefaultSecondaryNodeEvictionRate,
 		UnhealthyZoneThreshold:              nodelifecycle.DefaultUnhealthyZoneThreshold,
 		LargeClusterSizeThreshold:           nodelifecycle.DefaultLargeClusterSizeThreshold,
+		TerminatedPodGCThreshold:            podgc.DefaultTerminatedPodThreshold,
 		DefaultNotReadyTolerationSeconds:    defaulttolerationseconds.DefaultSeconds,
 		DefaultUnreachableTolerationSeconds: defaulttolerationseconds.DefaultSeconds,
 		NodeLeaseDurationSeconds:            lease.DefaultDurationSeconds,
@@ -77,6 +83,7 @@ func (s *Settings) flags() *pflag.FlagSet {
 	fs.Float64Var(&s.UnhealthyZoneThreshold, "unhealthy-zone-threshold", s.UnhealthyZoneThreshold, "")
 	fs.IntVar(&s.LargeClusterSizeThreshold, "large-cluster-size-threshold", s.LargeClusterSizeThreshold, "")
 	fs.BoolVar(&s.DisableForceDetachOnTimeout, "disable-force-detach-on-timeout", s.DisableForceDetachOnTimeout, "")
+	fs.IntVar(&s.TerminatedPodGCThreshold, "terminated-pod-gc-threshold", s.TerminatedPodGCThreshold, "")
 	fs.Int64Var(&s.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", s.DefaultNotReadyTolerationSeconds, "")
 	fs.Int64Var(&s.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", s.DefaultUnreachableTolerationSeconds, "")
 	fs.Int32Var(&s.NodeLeaseDurationSeconds, "node-lease-duration-seconds", s.NodeLeaseDurationSeconds, "")
@@ -187,6 +194,8 @@ func (s *Settings) validateEach() error {
 		return fmt.Errorf("unhealthy-zone-threshold=%v: must be greater than 0 and at most 1", s.UnhealthyZoneThreshold)
 	case s.LargeClusterSizeThreshold < 0:
 		return fmt.Errorf("large-cluster-size-threshold=%v: must not be negative", s.LargeClusterSizeThreshold)
+	case s.TerminatedPodGCThreshold < 0:
+		return fmt.Errorf("terminated-pod-gc-threshold=%v: must not be negative (0 turns the deletion of finished pods off)", s.TerminatedPodGCThreshold)
 	case s.DefaultNotReadyTolerationSeconds < 0:
 		return fmt.Errorf("default-not-ready-toleration-seconds=%v: must not be negative", s.DefaultNotReadyTolerationSeconds)
 	case s.DefaultUnreachableTolerationSeconds < 0:

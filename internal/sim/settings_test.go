@@ -28,6 +28,10 @@ func TestSettingsSet(t *testing.T) {
 		{name: "threshold above 1", flag: "unhealthy-zone-threshold", value: "1.5", wantErr: "unhealthy-zone-threshold=1.5: must be greater than 0 and at most 1"},
 		{name: "attach/detach flag", flag: "disable-force-detach-on-timeout", value: "true", check: func(s sim.Settings) bool { return s.DisableForceDetachOnTimeout }},
 		{name: "attach/detach flag not a bool", flag: "disable-force-detach-on-timeout", value: "sometimes", wantErr: "disable-force-detach-on-timeout=sometimes: "},
+		{name: "pod GC threshold", flag: "terminated-pod-gc-threshold", value: "100", check: func(s sim.Settings) bool { return s.TerminatedPodGCThreshold == 100 }},
+		{name: "pod GC threshold off", flag: "terminated-pod-gc-threshold", value: "0", check: func(s sim.Settings) bool { return s.TerminatedPodGCThreshold == 0 }},
+		{name: "pod GC threshold negative", flag: "terminated-pod-gc-threshold", value: "-1", wantErr: "terminated-pod-gc-threshold=-1: must not be negative (0 turns the deletion of finished pods off)"},
+		{name: "pod GC threshold not a number", flag: "terminated-pod-gc-threshold", value: "many", wantErr: "terminated-pod-gc-threshold=many: "},
 		{name: "shutdown grace period", flag: "shutdown-grace-period", value: "30s", check: func(s sim.Settings) bool { return s.Shutdown.GracePeriod == 30*time.Second }},
 		{name: "shutdown grace period for critical pods", flag: "shutdown-grace-period-critical-pods", value: "10s", check: func(s sim.Settings) bool { return s.Shutdown.CriticalPods == 10*time.Second }},
 		{name: "shutdown grace period by pod priority", flag: "shutdown-grace-period-by-pod-priority", value: "0:20,100000:10,2000000000:10", check: func(s sim.Settings) bool {
@@ -50,6 +54,13 @@ func TestSettingsSet(t *testing.T) {
 				t.Fatalf("Set(%s, %s) = %v; settings %+v", tc.flag, tc.value, err, s)
 			}
 		})
+	}
+}
+
+// The pod garbage collector's threshold defaults to upstream's.
+func TestDefaultTerminatedPodGCThreshold(t *testing.T) {
+	if got := sim.DefaultSettings().TerminatedPodGCThreshold; got != 12500 {
+		t.Errorf("terminated-pod-gc-threshold defaults to %d, want 12500", got)
 	}
 }
 

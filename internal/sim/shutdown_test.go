@@ -127,7 +127,7 @@ func TestShutdownStopsPodsGroupByGroup(t *testing.T) {
 		t.Fatalf("a-1 holds %d delay locks before the shutdown, want 1", a.bus.HeldLocks())
 	}
 
-	if err := w.At(time.Minute, script.Shutdown, "a", 1, 1); err != nil {
+	if err := w.At(script.At{Time: time.Minute, Action: script.Shutdown, Zone: "a", From: 1, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	runTo(t, w, time.Minute)
@@ -169,7 +169,7 @@ func TestShutdownStopsPodsGroupByGroup(t *testing.T) {
 	lease := w.mirror.leases["a-1"].Spec.RenewTime.Time
 
 	// Off: silent, as a stopped agent, until a start.
-	if err := w.At(3*time.Minute, script.Start, "a", 1, 1); err != nil {
+	if err := w.At(script.At{Time: 3 * time.Minute, Action: script.Start, Zone: "a", From: 1, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	runTo(t, w, 3*time.Minute-time.Second)
@@ -217,7 +217,7 @@ func TestShutdownWithoutGracePowersOffAtOnce(t *testing.T) {
 	if a.shutdown != nil {
 		t.Fatalf("a shutdown manager runs with graceful shutdown off")
 	}
-	if err := w.Act(script.Shutdown, "a", 1, 1); err != nil {
+	if err := w.Act(script.At{Action: script.Shutdown, Zone: "a", From: 1, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if a.power != poweredOff || a.running {
@@ -230,7 +230,7 @@ func TestShutdownWithoutGracePowersOffAtOnce(t *testing.T) {
 	if got := phases(t, w, "web")["web"]; got != "Running/" {
 		t.Errorf("web after the shutdown = %s, want Running", got)
 	}
-	if err := w.Act(script.Start, "a", 1, 1); err != nil {
+	if err := w.Act(script.At{Action: script.Start, Zone: "a", From: 1, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	runTo(t, w, time.Minute+20*time.Second)
@@ -251,18 +251,18 @@ func TestShutdownOfSilentAgents(t *testing.T) {
 	bindPod(t, w, "db", "a-2", "pause,term:ignore", "")
 	runTo(t, w, time.Minute)
 	a1, a2 := w.byName["a-1"], w.byName["a-2"]
-	if err := w.Act(script.Stop, "a", 2, 1); err != nil {
+	if err := w.Act(script.At{Action: script.Stop, Zone: "a", From: 2, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Act(script.Shutdown, "a", 0, 0); err != nil {
+	if err := w.Act(script.At{Action: script.Shutdown, Zone: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	runTo(t, w, time.Minute+5*time.Second)
-	if err := w.Act(script.Stop, "a", 1, 1); err != nil {
+	if err := w.Act(script.At{Action: script.Stop, Zone: "a", From: 1, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	runTo(t, w, time.Minute+15*time.Second)
-	if err := w.Act(script.Start, "a", 1, 1); err != nil {
+	if err := w.Act(script.At{Action: script.Start, Zone: "a", From: 1, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if a1.boots != 0 || a1.power != shuttingDown {
@@ -293,7 +293,7 @@ func TestActSelectsNodes(t *testing.T) {
 	if err := w.AddNodes("b", 4); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Act(script.Stop, "b", 2, 2); err != nil {
+	if err := w.Act(script.At{Action: script.Stop, Zone: "b", From: 2, Count: 2}); err != nil {
 		t.Fatal(err)
 	}
 	var running []string
@@ -313,7 +313,7 @@ func TestActSelectsNodes(t *testing.T) {
 		{3, 3, `from=3 count=3: zone "b" has only 4 nodes`},
 		{0, 5, `from=1 count=5: zone "b" has only 4 nodes`},
 	} {
-		if err := w.Act(script.Stop, "b", tc.from, tc.count); err == nil || err.Error() != tc.want {
+		if err := w.Act(script.At{Action: script.Stop, Zone: "b", From: tc.from, Count: tc.count}); err == nil || err.Error() != tc.want {
 			t.Errorf("Act(from=%d, count=%d) = %v, want %q", tc.from, tc.count, err, tc.want)
 		}
 	}
@@ -374,7 +374,7 @@ func TestPodsStop(t *testing.T) {
 		t.Fatalf("images (-want +got):\n%s", diff)
 	}
 	runTo(t, w, time.Minute)
-	if err := w.At(time.Minute, script.Shutdown, "a", 0, 0); err != nil {
+	if err := w.At(script.At{Time: time.Minute, Action: script.Shutdown, Zone: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	const running, ended = "Running/", "Failed/" + shutdown.ReasonTerminated
@@ -443,7 +443,7 @@ func TestLanesKeepTheShutdownOutcome(t *testing.T) {
 			{3 * time.Minute, script.Start, 1, 6},
 			{4 * time.Minute, script.Shutdown, 0, 0},
 		} {
-			if err := w.At(at.t, at.action, "a", at.from, at.count); err != nil {
+			if err := w.At(script.At{Time: at.t, Action: at.action, Zone: "a", From: at.from, Count: at.count}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -4,12 +4,13 @@
 //
 // What it owns: a World made of a memory store, the real API server (the
 // real registries, authorization and admission chain of knode server), the
-// real node lifecycle controller, taint eviction controller and scheduler,
-// the real PV binder and attach/detach controller for the pods given a
-// volume (see volumes.go), and N real agents (lease renewal, node status,
-// pod worker and, when configured, graceful node shutdown) on the fake
-// host and the fake runtime, all on one virtual clock
-// (internal/sim/vclock).
+// real node lifecycle controller, taint eviction controller, scheduler and
+// pod garbage collector, the real PV binder and attach/detach controller
+// for the pods given a volume (see volumes.go), the real StatefulSet
+// controller once a scenario has a StatefulSet (see statefulsets.go), and
+// N real agents (lease renewal, node status, pod worker and, when
+// configured, graceful node shutdown) on the fake host and the fake
+// runtime, all on one virtual clock (internal/sim/vclock).
 // Clients reach the API server through internal/sim/inproc, over HTTP
 // semantics but without sockets, each agent as its own node identity;
 // only the agents' Lease renewals and status patches skip the wire and
@@ -20,7 +21,8 @@
 // Run loop calls in a server): the agent's lease Step, SyncStatus and pod
 // worker Sync; the lifecycle controller's monitor and tainting passes; the
 // scheduler's Step; taint eviction's Observe; the PV binder's Sync and the
-// attach/detach controller's Step. Callbacks run in order of
+// attach/detach controller's Step; the StatefulSet controller's Sync; the
+// pod garbage collector's Sync. Callbacks run in order of
 // due time, ties in the order they were set, on the caller's goroutine,
 // except that the agents' callbacks due before anything else's next one
 // run side by side, each on its own virtual time (see lanes.go). After
@@ -48,15 +50,33 @@
 // The managers write their state files and reports under a directory of
 // the World's own, removed by Close.
 //
+// Non-graceful node shutdown: an operator's at <t> taint out-of-service
+// statement puts node.kubernetes.io/out-of-service=nodeshutdown:NoExecute
+// on nodes (untaint takes it off). Being NoExecute, it has taint eviction
+// delete the pods that do not tolerate it; the pod garbage collector then
+// force-deletes the pods being deleted on those nodes while they are not
+// Ready, and the attach/detach controller detaches their volumes at once.
+// The collector ticks every 20 s of virtual time from the start, its
+// upstream cadence, and passes at a tick only when it has work: when its
+// own plan (podgc.Plan) over the mirror would delete a pod, or a pod is
+// bound to a node that does not exist. The ticks it skips are passes that
+// would have listed every pod and node and written nothing, so the outcome
+// is that of a pass every 20 s, and a scenario it has nothing to do in
+// does not pay for it. The force-delete action stays: an operator's own
+// kubectl delete --force.
+//
 // Where it departs from a server, on purpose: the pod worker syncs when
 // its pods change and when the fake runtime has something due, not on its
 // 10 s resync as well; the lifecycle controller and taint eviction read a
 // synchronous mirror of the store instead of informers; the scheduler
 // writes one binding at a time; the PV binder and the attach/detach
 // controller pass when what they read changes (and the latter when a
-// forced detach falls due), not also every 15 s and 100 ms; and the CSI
-// driver's attacher and each agent's volume manager are stand-ins that
-// attach, mount and unmount at once (see volumes.go).
+// forced detach falls due), not also every 15 s and 100 ms; the
+// StatefulSet controller passes on changes and when it asks to, not also
+// every 30 s; the pod garbage collector skips the passes with nothing to
+// do (above); and the CSI driver's attacher and each agent's volume
+// manager are stand-ins that attach, mount and unmount at once (see
+// volumes.go).
 //
 // What callers must do: use one World from one goroutine.
 package sim
@@ -91,6 +111,8 @@ import (
 	"knode/internal/apiserver"
 	"knode/internal/auth"
 	"knode/internal/controller/nodelifecycle"
+	"knode/internal/controller/podgc"
+	"knode/internal/controller/statefulset"
 	"knode/internal/controller/tainteviction"
 	"knode/internal/controller/volume/attachdetach"
 	"knode/internal/controller/volume/persistentvolume"
@@ -165,6 +187,20 @@ type World struct {
 	// volumePasses counts the passes of the volume controllers.
 	volumePasses int
 
+	// sets is the StatefulSet controller, nil until the first StatefulSet
+	// (see statefulsets.go); setPasses counts its passes and setMarks
+	// follows each StatefulSet's readiness.
+	sets      *statefulset.Controller
+	setPasses int
+	setMarks  map[types.NamespacedName]*setMarks
+	// gc is the pod garbage collector; gcMetrics holds its counters and
+	// gcPasses counts its passes. gcOrphans is set once a pod was seen
+	// bound to a node that does not exist.
+	gc        *podgc.Controller
+	gcMetrics *prometheus.Registry
+	gcPasses  int
+	gcOrphans bool
+
 	// directCalls counts the agents' requests made in process (direct.go).
 	directCalls atomic.Int64
 
@@ -182,8 +218,9 @@ type World struct {
 	untainted   map[string]bool
 	changedPods map[types.NamespacedName]bool
 	// evictDue and schedDue are when taint eviction and the scheduler are
-	// next due; attachDetachDue and bindDue the volume controllers.
-	evictDue, schedDue, attachDetachDue, bindDue dueTimer
+	// next due; attachDetachDue and bindDue the volume controllers,
+	// and setDue the StatefulSet controller.
+	evictDue, schedDue, attachDetachDue, bindDue, setDue dueTimer
 
 	// batching is set while a batch of agent callbacks runs (see
 	// stepLanes); batch and laneRank are its scratch space.
@@ -224,6 +261,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		evicted: map[string]int{}, evictedUIDs: map[types.UID]bool{}, laneRank: map[int]int{},
 		shutDown: map[string]int{}, shutDownUIDs: map[types.UID]bool{}, classes: map[string]bool{},
 		marks: map[string]*zoneMarks{}, unattached: map[string]bool{}, forceDetached: map[string]int{},
+		setMarks: map[types.NamespacedName]*setMarks{},
 	}
 	if cfg.Settings != nil {
 		w.settings = *cfg.Settings
@@ -301,10 +339,11 @@ func (w *World) Now() time.Duration { return w.clk.Now().Sub(Epoch) }
 // from then on.
 func (w *World) started() bool { return w.nlc != nil }
 
-// Set changes one setting; only before the first node, pod or run.
+// Set changes one setting; only before the first node, pod, StatefulSet,
+// at or run.
 func (w *World) Set(name, value string) error {
 	if w.started() {
-		return errors.New("settings must come before the first nodes, pods, at or run statement")
+		return errors.New("settings must come before the first nodes, pods, statefulset, at or run statement")
 	}
 	return w.settings.Set(name, value)
 }
@@ -347,7 +386,18 @@ func (w *World) start() error {
 	if err != nil {
 		return err
 	}
-	w.nlc, w.evictor, w.sched = nlc, evictor, sched
+	w.gcMetrics = prometheus.NewRegistry()
+	gc, err := podgc.New(podgc.Config{
+		Client:                 w.admin,
+		Clock:                  w.clk,
+		TerminatedPodThreshold: &s.TerminatedPodGCThreshold,
+		Metrics:                w.gcMetrics,
+		Logger:                 w.log,
+	})
+	if err != nil {
+		return err
+	}
+	w.nlc, w.evictor, w.sched, w.gc = nlc, evictor, sched, gc
 	w.claimEvents, w.volumeEvents = sched.ClaimHandler(), sched.VolumeHandler()
 	if err := w.volumeControllers(); err != nil {
 		return err
@@ -357,6 +407,7 @@ func (w *World) start() error {
 		w.nodeChanged(nil, w.mirror.nodes[name])
 	}
 	w.every(s.NodeMonitorPeriod, "node monitor pass", nlc.MonitorNodeHealth)
+	w.every(podgc.DefaultPeriod, "pod garbage collection", w.collectPods)
 	w.every(nodelifecycle.NoExecuteTaintingPeriod, "NoExecute tainting pass", nlc.DoNoExecuteTaintingPass)
 	w.every(compactInterval, "compaction", func(ctx context.Context) error {
 		if err := w.store.Compact(ctx, w.mirror.rev); err != nil {
@@ -366,6 +417,41 @@ func (w *World) start() error {
 		return nil
 	})
 	return nil
+}
+
+// collectPods is the pod garbage collector's tick, every 20 s from the
+// start as its Run loop passes: a pass when it has work (see gcHasWork).
+func (w *World) collectPods(ctx context.Context) error {
+	if !w.gcHasWork() {
+		return nil
+	}
+	w.gcPasses++
+	return w.gc.Sync(ctx)
+}
+
+// gcHasWork reports whether a pass of the pod garbage collector now could
+// write anything: its own plan (podgc.Plan) over the mirror, which holds
+// every write so far, deletes a pod, or a pod is bound to a node that does
+// not exist (whose quarantine the collector keeps from pass to pass; once
+// one has been seen, every tick passes). A tick without work skips the
+// pass, which would list every pod and node and write nothing.
+func (w *World) gcHasWork() bool {
+	if w.gcOrphans {
+		return true
+	}
+	pods := make([]*corev1.Pod, 0, len(w.mirror.pods))
+	for _, p := range w.mirror.pods {
+		if p.Spec.NodeName != "" && w.mirror.nodes[p.Spec.NodeName] == nil {
+			w.gcOrphans = true
+			return true
+		}
+		pods = append(pods, p)
+	}
+	nodes := make([]*corev1.Node, len(w.mirror.names))
+	for i, name := range w.mirror.names {
+		nodes[i] = w.mirror.nodes[name]
+	}
+	return len(podgc.Plan(pods, nodes, nil, w.settings.TerminatedPodGCThreshold)) > 0
 }
 
 // every runs step now and then every period, as a component's Run loop
@@ -500,6 +586,9 @@ func (w *World) podChanged(old, cur *corev1.Pod) {
 	}
 	if usesClaims(old) || usesClaims(cur) {
 		w.kickAttachDetach()
+	}
+	if w.concernsSets(old) || w.concernsSets(cur) {
+		w.kickSets()
 	}
 }
 
@@ -770,19 +859,25 @@ func (w *World) Snapshot() []timeline.Row {
 		}
 	}
 	for _, p := range w.mirror.pods {
-		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
+		switch {
+		case p.Spec.NodeName == "":
+		case p.DeletionTimestamp != nil:
+			get(w.zoneOf(p.Spec.NodeName)).PodsTerminating++
+		case p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
+			get(w.zoneOf(p.Spec.NodeName)).Pods++
 		}
-		get(w.zoneOf(p.Spec.NodeName)).Pods++
 	}
 	for _, va := range w.mirror.attachments {
 		if va.Status.Attached && va.DeletionTimestamp == nil {
 			get(w.zoneOf(va.Spec.NodeName)).VolumesAttached++
 		}
 	}
+	ready := w.setsReady()
 	out := make([]timeline.Row, 0, len(byZone))
 	for _, zone := range sortedKeys(byZone) {
-		out = append(out, *byZone[zone])
+		r := *byZone[zone]
+		r.StatefulSetReady = ready
+		out = append(out, r)
 	}
 	return out
 }

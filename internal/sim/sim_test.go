@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ type replay struct {
 	rows    []timeline.Row
 	csv     []byte
 	zones   []sim.ZoneSummary
+	sets    []sim.StatefulSetSummary
 	summary string
 }
 
@@ -70,7 +72,11 @@ func replayOnce(t *testing.T, path string, seed uint64) replay {
 	if err := sim.WriteSummary(&summary, zones); err != nil {
 		t.Fatal(err)
 	}
-	return replay{rows: rows, csv: csv.Bytes(), zones: zones, summary: summary.String()}
+	sets := w.StatefulSets()
+	if err := sim.WriteStatefulSets(&summary, sets); err != nil {
+		t.Fatal(err)
+	}
+	return replay{rows: rows, csv: csv.Bytes(), zones: zones, sets: sets, summary: summary.String()}
 }
 
 // golden compares got with the file, or rewrites it with -update.
@@ -288,4 +294,99 @@ func TestZoneOutageVolumesNoTimeout(t *testing.T) {
 	wantVolumes(t, "b", volumesOf(t, "zone-outage-volumes-no-timeout", "b"), map[int64][2]int{
 		890: {20, 0}, 900: {10, 10}, 1270: {10, 10}, 1490: {10, 10}, 1500: {0, 20}, 1800: {0, 20},
 	})
+}
+
+// answerLine is an example's stated answer about a StatefulSet, in its
+// header: "# answer: statefulset <name> ready again at <duration>" or
+// "# answer: statefulset <name> never ready again".
+var answerLine = regexp.MustCompile(`^# answer: statefulset (\S+) (?:ready again at (\S+)|never ready again)$`)
+
+// answers reads the answers an example states.
+func answers(t *testing.T, path string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "# answer:") {
+			continue
+		}
+		m := answerLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("%s: %q is not an answer this test reads (%s)", path, line, answerLine)
+		}
+		out[m[1]] = m[2]
+	}
+	return out
+}
+
+// Each example that states an answer about a StatefulSet gets it: ready
+// again (after losing readiness) at exactly the stated time, or never
+// ready again by the end of the run.
+func TestStatefulSetAnswers(t *testing.T) {
+	examples, _ := filepath.Glob("../../examples/sim/*.txt")
+	checked := 0
+	for _, path := range examples {
+		want := answers(t, path)
+		if len(want) == 0 {
+			continue
+		}
+		checked++
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			if testing.Short() {
+				t.Skip("long example")
+			}
+			got := map[string]sim.StatefulSetSummary{}
+			for _, s := range run(t, path, 1).sets {
+				got[s.Name] = s
+			}
+			for name, again := range want {
+				s, ok := got[name]
+				switch {
+				case !ok:
+					t.Errorf("statefulset %s: not in the summary", name)
+				case !s.EverReady || !s.Lost:
+					t.Errorf("%v; the answer needs it to have been ready and to have lost readiness", s)
+				case again == "" && s.ReadyAgain:
+					t.Errorf("%v; answer: never ready again", s)
+				case again != "" && (!s.ReadyAgain || s.ReadyAgainAt.String() != again):
+					t.Errorf("%v; answer: ready again at %s", s, again)
+				}
+			}
+		})
+	}
+	if checked < 3 {
+		t.Errorf("%d examples state an answer, want at least the 3 statefulset-zone-outage examples", checked)
+	}
+}
+
+// Telling the cluster that zone b is off is what brings the StatefulSet
+// back, whatever the 6-minute timeout says: both taint examples give the
+// same timeline, and without the taint zone b keeps its evicted pods
+// Terminating and its volumes attached to the end.
+func TestStatefulSetZoneOutageTimelines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long example")
+	}
+	const dir = "../../examples/sim/"
+	taint, noTimeout := run(t, dir+"statefulset-zone-outage-taint.txt", 1), run(t, dir+"statefulset-zone-outage-taint-no-timeout.txt", 1)
+	if !bytes.Equal(taint.csv, noTimeout.csv) {
+		t.Errorf("the taint examples' timelines differ:\n%s", cmp.Diff(string(taint.csv), string(noTimeout.csv)))
+	}
+	last := map[string]timeline.Row{}
+	for _, r := range run(t, dir+"statefulset-zone-outage.txt", 1).rows {
+		last[r.Zone] = r
+	}
+	if b := last["b"]; b.PodsTerminating != 2 || b.VolumesAttached != 2 || b.VolumesForceDetached != 0 || b.StatefulSetReady != 4 {
+		t.Errorf("zone b at the end without the taint: %+v; want 2 pods terminating, 2 volumes attached, none force-detached, 4 replicas ready", b)
+	}
+	last = map[string]timeline.Row{}
+	for _, r := range taint.rows {
+		last[r.Zone] = r
+	}
+	if a, b := last["a"], last["b"]; b.PodsTerminating != 0 || b.VolumesAttached != 0 || b.VolumesForceDetached != 2 || a.Pods != 4 || a.StatefulSetReady != 6 {
+		t.Errorf("at the end with the taint: zone a %+v, zone b %+v; want zone b emptied, its 2 volumes force-detached, 4 pods in zone a, 6 replicas ready", a, b)
+	}
 }

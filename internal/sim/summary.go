@@ -121,3 +121,14 @@ func WriteSummary(w io.Writer, zones []ZoneSummary) error {
 	}
 	return nil
 }
+
+// WriteStatefulSets prints one line per StatefulSet (see
+// StatefulSetSummary.String); nothing for none.
+func WriteStatefulSets(w io.Writer, sets []StatefulSetSummary) error {
+	for _, s := range sets {
+		if _, err := io.WriteString(w, s.String()+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

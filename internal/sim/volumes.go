@@ -27,7 +27,9 @@ import (
 // data-<pod>, pre-bound to a PersistentVolume made for it, pv-<pod>: a
 // ReadWriteOnce CSI volume with the handle vol-<pod> of the simulated
 // driver SimDriver, whose CSIDriver says attachRequired. The pod mounts it
-// at /data.
+// at /data. A StatefulSet with volume gets the same volumes, made before
+// the StatefulSet controller creates the claims, and pre-bound to them by
+// name only (see statefulsets.go).
 //
 // The real PV binder (controller/volume/persistentvolume) completes each
 // binding, and the real attach/detach controller
@@ -54,8 +56,11 @@ import (
 // As upstream, a pod evicted from a silent node stays Terminating (no
 // agent confirms that its containers stopped) and keeps its volume: the
 // 6-minute wait for a forced detach starts only once the pod is gone (the
-// force-delete action) or ended, and the out-of-service taint releases it
-// at once.
+// force-delete action, or the pod garbage collector) or ended. The
+// out-of-service taint does not release the volume by itself: it has the
+// pod garbage collector force-delete the pod at its next pass, and then
+// the controller detaches the volume at once, without the 6-minute wait,
+// whether or not --disable-force-detach-on-timeout is set.
 //
 // Each agent process has a volume manager of its own, simVolumes, in the
 // place of internal/agent/volumes (which needs CSI drivers and a
@@ -103,50 +108,19 @@ func (w *World) volumeControllers() error {
 	return nil
 }
 
-// volumeFor makes pod's claim and the volume pre-bound to it (and, once,
-// SimDriver's CSIDriver), and returns the pod volume that mounts the claim.
+// volumeFor makes pod's claim and the volume pre-bound to it, and returns
+// the pod volume that mounts the claim.
 func (w *World) volumeFor(pod string) (corev1.Volume, error) {
-	if !w.driverMade {
-		driver := &storagev1.CSIDriver{
-			ObjectMeta: metav1.ObjectMeta{Name: SimDriver},
-			Spec:       storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)},
-		}
-		if _, err := w.admin.StorageV1().CSIDrivers().Create(w.ctx, driver, metav1.CreateOptions{}); err != nil {
-			return corev1.Volume{}, fmt.Errorf("creating CSIDriver %s: %w", SimDriver, err)
-		}
-		w.driverMade = true
-	}
-	rwo := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data-" + pod, Namespace: metav1.NamespaceDefault},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      rwo,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: volumeSize}},
-			StorageClassName: ptr.To(""),
-			VolumeName:       "pv-" + pod,
-		},
+		ObjectMeta: metav1.ObjectMeta{Name: volumeName + "-" + pod, Namespace: metav1.NamespaceDefault},
+		Spec:       claimSpec("pv-" + pod),
 	}
 	made, err := w.admin.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(w.ctx, claim, metav1.CreateOptions{})
 	if err != nil {
 		return corev1.Volume{}, fmt.Errorf("creating PersistentVolumeClaim %s: %w", claim.Name, err)
 	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: claim.Spec.VolumeName},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: volumeSize},
-			AccessModes:                   rwo,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef: &corev1.ObjectReference{
-				Kind: "PersistentVolumeClaim", APIVersion: "v1",
-				Namespace: made.Namespace, Name: made.Name, UID: made.UID,
-			},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{
-				CSI: &corev1.CSIPersistentVolumeSource{Driver: SimDriver, VolumeHandle: "vol-" + pod},
-			},
-		},
-	}
-	if _, err := w.admin.CoreV1().PersistentVolumes().Create(w.ctx, pv, metav1.CreateOptions{}); err != nil {
-		return corev1.Volume{}, fmt.Errorf("creating PersistentVolume %s: %w", pv.Name, err)
+	if err := w.createVolume(pod, made.Namespace, made.Name, made.UID); err != nil {
+		return corev1.Volume{}, err
 	}
 	return corev1.Volume{
 		Name:         volumeName,
@@ -154,8 +128,58 @@ func (w *World) volumeFor(pod string) (corev1.Volume, error) {
 	}, nil
 }
 
+// claimSpec is the spec of every scenario claim: ReadWriteOnce, volumeSize,
+// no StorageClass (so it binds at once, to a volume made for it), naming
+// volume, or no volume when it is "" (the binder finds the one pre-bound
+// to the claim).
+func claimSpec(volume string) corev1.PersistentVolumeClaimSpec {
+	return corev1.PersistentVolumeClaimSpec{
+		AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: volumeSize}},
+		StorageClassName: ptr.To(""),
+		VolumeName:       volume,
+	}
+}
+
+// createVolume makes pod's PersistentVolume, pv-<pod>: a ReadWriteOnce CSI
+// volume of SimDriver with the handle vol-<pod>, pre-bound to the claim
+// namespace/name (and uid, when the claim exists already; "" leaves it to
+// the binder). SimDriver's CSIDriver is made first, once.
+func (w *World) createVolume(pod, namespace, name string, uid types.UID) error {
+	if !w.driverMade {
+		driver := &storagev1.CSIDriver{
+			ObjectMeta: metav1.ObjectMeta{Name: SimDriver},
+			Spec:       storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)},
+		}
+		if _, err := w.admin.StorageV1().CSIDrivers().Create(w.ctx, driver, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating CSIDriver %s: %w", SimDriver, err)
+		}
+		w.driverMade = true
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + pod},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: volumeSize},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef: &corev1.ObjectReference{
+				Kind: "PersistentVolumeClaim", APIVersion: "v1",
+				Namespace: namespace, Name: name, UID: uid,
+			},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{
+				CSI: &corev1.CSIPersistentVolumeSource{Driver: SimDriver, VolumeHandle: "vol-" + pod},
+			},
+		},
+	}
+	if _, err := w.admin.CoreV1().PersistentVolumes().Create(w.ctx, pv, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating PersistentVolume %s: %w", pv.Name, err)
+	}
+	return nil
+}
+
 // claimChanged implements observer: the scheduler hears of it, and the
-// binder and the attach/detach controller pass.
+// binder, the attach/detach controller and, once it exists, the
+// StatefulSet controller pass.
 func (w *World) claimChanged(old, cur *corev1.PersistentVolumeClaim) {
 	if !w.started() {
 		return
@@ -170,6 +194,7 @@ func (w *World) claimChanged(old, cur *corev1.PersistentVolumeClaim) {
 	}
 	w.kick("PV binder", w.bindVolumes)
 	w.kickAttachDetach()
+	w.kickSets()
 }
 
 // volumeChanged implements observer, as claimChanged.
@@ -343,19 +368,28 @@ func (w *World) forceDelete(node string) error {
 var outOfServiceTaint = corev1.Taint{Key: volume.TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
 
 // markOutOfService adds the out-of-service taint to node, unless it has
-// the key already.
-func (w *World) markOutOfService(node string) error {
+// the key already, when on is set; otherwise it removes every taint with
+// that key, as kubectl taint nodes <node> node.kubernetes.io/out-of-service-
+// does.
+func (w *World) markOutOfService(node string, on bool) error {
 	n := w.mirror.nodes[node]
 	if n == nil {
 		return fmt.Errorf("node %s is not registered", node)
 	}
-	if volume.OutOfService(n) {
+	if volume.OutOfService(n) == on {
 		return nil
 	}
 	n = n.DeepCopy()
-	n.Spec.Taints = append(n.Spec.Taints, outOfServiceTaint)
+	if on {
+		n.Spec.Taints = append(n.Spec.Taints, outOfServiceTaint)
+	} else {
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == volume.TaintOutOfService })
+	}
 	if _, err := w.admin.CoreV1().Nodes().Update(w.ctx, n, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("tainting node %s out of service: %w", node, err)
+		if on {
+			return fmt.Errorf("tainting node %s out of service: %w", node, err)
+		}
+		return fmt.Errorf("removing node %s's out-of-service taint: %w", node, err)
 	}
 	return nil
 }

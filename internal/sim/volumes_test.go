@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"knode/internal/controller/podgc"
 	"knode/internal/controller/volume/attachdetach"
 	"knode/internal/sim/script"
 	"knode/internal/volume"
@@ -218,7 +219,7 @@ func stopAndForceDelete(t *testing.T, settings *Settings) *World {
 	if got := len(attachedTo(w, "a-1")); got != 1 {
 		t.Fatalf("%d volumes attached to a-1, want its pod's", got)
 	}
-	if err := w.Act(script.ForceDelete, "a", 1, 1); err != nil {
+	if err := w.Act(script.At{Action: script.ForceDelete, Zone: "a", From: 1, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if pods := w.mirror.podsOnNode("a-1"); len(pods) != 0 {
@@ -276,7 +277,7 @@ func TestNoForcedDetachOnTimeoutWhenDisabled(t *testing.T) {
 		t.Fatalf("30m after the force-delete: %d attached, forced %v; want still attached, none forced", got, forced(t, w))
 	}
 	at := w.Now()
-	if err := w.Act(script.OutOfService, "a", 1, 1); err != nil {
+	if err := w.Act(script.At{Action: script.Taint, Taint: script.OutOfService, Zone: "a", From: 1, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.RunFor(0); err != nil {
@@ -305,7 +306,7 @@ func TestReturningNodeDetachesWithoutForce(t *testing.T) {
 	if got := len(attachedTo(w, "a-1")); got != 1 {
 		t.Fatalf("%d volumes attached to a-1 at 20m, want the evicted pod's", got)
 	}
-	if err := w.Act(script.Start, "a", 1, 1); err != nil {
+	if err := w.Act(script.At{Action: script.Start, Zone: "a", From: 1, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.RunFor(time.Minute); err != nil {
@@ -326,7 +327,8 @@ func TestReturningNodeDetachesWithoutForce(t *testing.T) {
 }
 
 // The timeline's volumes_force_detached, summed over the zones, is the
-// controller's own forced-detach counter.
+// controller's own forced-detach counter; the pod garbage collector
+// force-deleted the pods on the nodes tainted out-of-service.
 func TestForceDetachedMatchesTheMetric(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long example")
@@ -344,6 +346,12 @@ func TestForceDetachedMatchesTheMetric(t *testing.T) {
 			}
 			if sum != total || sum == 0 {
 				t.Errorf("timeline counts %d forced detaches, the controller %d; want equal and some", sum, total)
+			}
+			// The out-of-service half's Terminating pods are the pod
+			// garbage collector's; the others were force-deleted by the
+			// operator.
+			if diff := cmp.Diff(map[string]int{string(podgc.ReasonOutOfService): 10}, gcDeletions(t, w)); diff != "" {
+				t.Errorf("pods the garbage collector force-deleted, by reason (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -20,6 +20,8 @@ func (s *Script) String() string {
 			b.WriteString(st.String())
 		case Pods:
 			b.WriteString(st.String())
+		case StatefulSet:
+			b.WriteString(st.String())
 		case At:
 			b.WriteString(st.String())
 		case Run:
@@ -75,8 +77,21 @@ func (s Pods) String() string {
 }
 
 // String prints the statement in canonical form.
+func (s StatefulSet) String() string {
+	out := "statefulset " + s.Name + " replicas=" + strconv.Itoa(s.Replicas)
+	if s.Volume {
+		out += " volume"
+	}
+	return out
+}
+
+// String prints the statement in canonical form.
 func (s At) String() string {
-	out := "at " + formatDuration(s.Time) + " " + string(s.Action) + " zone=" + s.Zone
+	out := "at " + formatDuration(s.Time) + " " + string(s.Action)
+	if s.Taint != "" {
+		out += " " + string(s.Taint)
+	}
+	out += " zone=" + s.Zone
 	if s.From > 0 {
 		out += " from=" + strconv.Itoa(s.From)
 	}

@@ -9,6 +9,9 @@
 //	set <flag>=<value> ...                one or more settings, by upstream flag name
 //	nodes <n> zone=<z>                    n nodes named <z>-1 … <z>-<n> in zone z
 //	pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume]
+//	statefulset <name> replicas=<n> [volume]
+//	                                      a StatefulSet of n pods <name>-0 …
+//	                                      <name>-<n-1>, started in order
 //	at <t> stop zone=<z> [from=<i>] [count=<k>]
 //	                                      from virtual time t the agents of zone z
 //	                                      fall silent: the k nodes from index i
@@ -21,9 +24,11 @@
 //	at <t> force-delete zone=<z> [from=<i>] [count=<k>]
 //	                                      an operator force-deletes the pods bound
 //	                                      to those nodes (grace period 0)
-//	at <t> out-of-service zone=<z> [from=<i>] [count=<k>]
+//	at <t> taint out-of-service zone=<z> [from=<i>] [count=<k>]
 //	                                      an operator taints those nodes
 //	                                      node.kubernetes.io/out-of-service=nodeshutdown:NoExecute
+//	at <t> untaint out-of-service zone=<z> [from=<i>] [count=<k>]
+//	                                      an operator takes that taint off them
 //	run <duration>                        advance virtual time
 //
 // A pod priority is a PriorityClass value: at most 1000000000 (a class a user
@@ -39,16 +44,23 @@
 // A pod with volume mounts a persistent volume of its own: a claim bound to
 // a CSI volume that must be attached to the pod's node.
 //
+// A StatefulSet's pods are like a pods statement's without options; with
+// volume, each mounts the claim data-<name>-<i> of a volumeClaimTemplate.
+// Its name must be a DNS-1123 label, and so must its last pod's name
+// (<name>-<n-1>, the pod's hostname); it must not be "pod", whose pods
+// would take the names the pods statements give (pod-<i>), and two
+// statefulset statements may not share a name.
+//
 // Times and durations are Go durations (90s, 10m, 1h). Parse checks every
 // line and reports every problem it finds, each one naming file:line, the
 // statement, the field and the rule. Beyond the syntax it checks what a whole
 // script must satisfy by itself: a zone is declared by one nodes statement
-// only (node names derive from it), and an at statement names a declared
-// zone and only nodes the zone has.
+// only (node names derive from it), an at statement names a declared
+// zone and only nodes the zone has, and StatefulSets have distinct names.
 //
 // What callers must do: interpret the statements in order. Statements holds
-// values (Set, Nodes, Pods, At, Run), never pointers, so a type switch must
-// use the value types.
+// values (Set, Nodes, Pods, StatefulSet, At, Run), never pointers, so a type
+// switch must use the value types.
 //
 // What it does not do: it does not know the flags, so set names and values
 // are only checked for shape; it does not order at statements against run
@@ -74,7 +86,8 @@ type Script struct {
 	Statements []Statement
 }
 
-// Statement is one line of a script: a Set, Nodes, Pods, At or Run value.
+// Statement is one line of a script: a Set, Nodes, Pods, StatefulSet, At or
+// Run value.
 type Statement interface {
 	Pos() Pos
 }
@@ -116,6 +129,19 @@ type Pods struct {
 	Priority   Priority
 	Stop       Termination
 	// Volume gives each pod a persistent volume of its own.
+	Volume bool
+}
+
+// StatefulSet adds a StatefulSet of Replicas pods, <Name>-0 …
+// <Name>-<Replicas-1>.
+type StatefulSet struct {
+	At Pos
+	// Name is a DNS-1123 label, not "pod", unique among the script's
+	// StatefulSets; <Name>-<Replicas-1> is a DNS-1123 label too.
+	Name     string
+	Replicas int // at least 1
+	// Volume gives each pod a persistent volume of its own, through a
+	// volumeClaimTemplate.
 	Volume bool
 }
 
@@ -177,10 +203,18 @@ const (
 	// ForceDelete force-deletes the pods bound to the nodes, as an
 	// operator does with kubectl delete --force --grace-period=0.
 	ForceDelete Action = "force-delete"
-	// OutOfService taints the nodes with the out-of-service taint, as an
-	// operator does once they are known to be off.
-	OutOfService Action = "out-of-service"
+	// Taint puts At.Taint on the nodes, as an operator does.
+	Taint Action = "taint"
+	// Untaint takes At.Taint off the nodes.
+	Untaint Action = "untaint"
 )
+
+// TaintName names a taint that a Taint or Untaint action puts or takes off.
+type TaintName string
+
+// OutOfService is node.kubernetes.io/out-of-service=nodeshutdown:NoExecute,
+// which an operator puts on nodes once they are known to be off.
+const OutOfService TaintName = "out-of-service"
 
 // At schedules an action on a zone's agents at an absolute virtual time.
 // It applies to the nodes From, From+1, …: Count of them, or all the rest
@@ -189,9 +223,12 @@ type At struct {
 	At     Pos
 	Time   time.Duration // since the start of the scenario; at least 0
 	Action Action
-	Zone   string
-	From   int // index of the first node (1 is <zone>-1); 0 means 1
-	Count  int // how many nodes from From; 0 means to the end of the zone
+	// Taint is the taint of a Taint or Untaint action (OutOfService); ""
+	// for the other actions.
+	Taint TaintName
+	Zone  string
+	From  int // index of the first node (1 is <zone>-1); 0 means 1
+	Count int // how many nodes from From; 0 means to the end of the zone
 }
 
 // Run advances virtual time by Duration.
@@ -208,6 +245,9 @@ func (s Nodes) Pos() Pos { return s.At }
 
 // Pos implements Statement.
 func (s Pods) Pos() Pos { return s.At }
+
+// Pos implements Statement.
+func (s StatefulSet) Pos() Pos { return s.At }
 
 // Pos implements Statement.
 func (s At) Pos() Pos { return s.At }
@@ -228,12 +268,16 @@ func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
 
 // Usage lines, quoted in errors so the reader sees the expected shape.
 const (
-	usageSet   = "set <flag>=<value> ..."
-	usageNodes = "nodes <n> zone=<z>"
-	usagePods  = "pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume]"
-	usageAt    = "at <t> stop|start|shutdown|force-delete|out-of-service zone=<z> [from=<i>] [count=<k>]"
-	usageRun   = "run <duration>"
+	usageSet         = "set <flag>=<value> ..."
+	usageNodes       = "nodes <n> zone=<z>"
+	usagePods        = "pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume]"
+	usageStatefulSet = "statefulset <name> replicas=<n> [volume]"
+	usageAt          = "at <t> stop|start|shutdown|force-delete|taint out-of-service|untaint out-of-service zone=<z> [from=<i>] [count=<k>]"
+	usageRun         = "run <duration>"
 )
+
+// actions lists the actions of an at statement, for errors.
+const actions = "stop, start, shutdown, force-delete, taint or untaint"
 
 // Parse reads a whole script. file names the script in positions and
 // errors. On any problem it returns a nil Script and every problem found,
@@ -293,12 +337,14 @@ func (p *parser) line(at Pos, line string) {
 		stmt = parseNodes(e, at, tokens[1:])
 	case "pods":
 		stmt = parsePods(e, at, tokens[1:])
+	case "statefulset":
+		stmt = parseStatefulSet(e, at, tokens[1:])
 	case "at":
 		stmt = parseAt(e, at, tokens[1:])
 	case "run":
 		stmt = parseRun(e, at, tokens[1:])
 	default:
-		p.errs = append(p.errs, &Error{Pos: at, Msg: fmt.Sprintf("unknown statement %q (want set, nodes, pods, at or run)", tokens[0])})
+		p.errs = append(p.errs, &Error{Pos: at, Msg: fmt.Sprintf("unknown statement %q (want set, nodes, pods, statefulset, at or run)", tokens[0])})
 		return
 	}
 	if e.n == 0 {
@@ -401,18 +447,8 @@ func parseNodes(e *statementErrors, at Pos, tokens []string) Statement {
 
 func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
 	s := Pods{At: at}
-	// volume is a word of its own; args takes the rest.
-	rest := tokens[:0:0]
-	for _, t := range tokens {
-		if t != "volume" {
-			rest = append(rest, t)
-			continue
-		}
-		if s.Volume {
-			e.add("duplicate argument %q: volume is already given", t)
-		}
-		s.Volume = true
-	}
+	rest, volume := word(e, tokens, "volume")
+	s.Volume = volume
 	pos, kv := args(e, rest, 1, usagePods, "toleration", "priority", "stop")
 	if len(pos) == 0 {
 		e.add("missing count (want %s)", usagePods)
@@ -449,9 +485,61 @@ func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
 	return s
 }
 
+// word takes the word w (a flag without a value, such as volume) out of
+// tokens, reporting it when repeated; present says whether it was there.
+func word(e *statementErrors, tokens []string, w string) (rest []string, present bool) {
+	rest = tokens[:0:0]
+	for _, t := range tokens {
+		if t != w {
+			rest = append(rest, t)
+			continue
+		}
+		if present {
+			e.add("duplicate argument %q: %s is already given", t, w)
+		}
+		present = true
+	}
+	return rest, present
+}
+
+func parseStatefulSet(e *statementErrors, at Pos, tokens []string) Statement {
+	s := StatefulSet{At: at}
+	rest, volume := word(e, tokens, "volume")
+	s.Volume = volume
+	pos, kv := args(e, rest, 1, usageStatefulSet, "replicas")
+	if len(pos) == 0 {
+		e.add("missing name (want %s)", usageStatefulSet)
+	}
+	if v, ok := kv["replicas"]; ok {
+		s.Replicas = count(e, "replicas", v)
+	} else {
+		e.add("missing replicas=<n> (want %s)", usageStatefulSet)
+	}
+	if len(pos) == 0 {
+		return s
+	}
+	s.Name = pos[0]
+	switch msgs := content.IsDNS1123Label(s.Name); {
+	case len(msgs) > 0:
+		e.add("name %q: must be a DNS-1123 label: %s", s.Name, strings.Join(msgs, "; "))
+	case s.Name == podPrefix:
+		e.add("name %q: the pods statements name their pods %s-<i>, so a StatefulSet's pods would take their names", s.Name, podPrefix)
+	case s.Replicas > 0:
+		// The last pod's name is the longest, and is its hostname.
+		last := s.Name + "-" + strconv.Itoa(s.Replicas-1)
+		if msgs := content.IsDNS1123Label(last); len(msgs) > 0 {
+			e.add("name %q: pod names such as %q must be DNS-1123 labels (they are the pods' hostnames): %s", s.Name, last, strings.Join(msgs, "; "))
+		}
+	}
+	return s
+}
+
+// podPrefix starts the names of the pods statements' pods.
+const podPrefix = "pod"
+
 func parseAt(e *statementErrors, at Pos, tokens []string) Statement {
 	s := At{At: at}
-	pos, kv := args(e, tokens, 2, usageAt, "zone", "from", "count")
+	pos, kv := args(e, tokens, 3, usageAt, "zone", "from", "count")
 	if len(pos) == 0 {
 		e.add("missing time (want %s)", usageAt)
 	} else {
@@ -462,13 +550,28 @@ func parseAt(e *statementErrors, at Pos, tokens []string) Statement {
 		s.Time = d
 	}
 	if len(pos) < 2 {
-		e.add("missing action stop, start, shutdown, force-delete or out-of-service (want %s)", usageAt)
+		e.add("missing action %s (want %s)", actions, usageAt)
 	} else {
 		switch a := Action(pos[1]); a {
-		case Stop, Start, Shutdown, ForceDelete, OutOfService:
+		case Stop, Start, Shutdown, ForceDelete:
 			s.Action = a
+			if len(pos) > 2 {
+				e.add("unexpected argument %q (want %s)", pos[2], usageAt)
+			}
+		case Taint, Untaint:
+			s.Action = a
+			switch {
+			case len(pos) < 3:
+				e.add("missing the taint after %s: out-of-service (want %s)", a, usageAt)
+			case TaintName(pos[2]) != OutOfService:
+				e.add("taint %q: must be out-of-service", pos[2])
+			default:
+				s.Taint = OutOfService
+			}
+		case Action(OutOfService):
+			e.add("action %q: must be %s (write taint out-of-service)", pos[1], actions)
 		default:
-			e.add("action %q: must be stop, start, shutdown, force-delete or out-of-service", pos[1])
+			e.add("action %q: must be %s", pos[1], actions)
 		}
 	}
 	if zone, ok := kv["zone"]; ok {
@@ -545,6 +648,18 @@ func checkZone(e *statementErrors, zone string) bool {
 // crossCheck applies the rules that span statements, to statements that
 // parsed cleanly.
 func (p *parser) crossCheck() {
+	sets := map[string]StatefulSet{}
+	for _, st := range p.stmts {
+		s, ok := st.(StatefulSet)
+		if !ok {
+			continue
+		}
+		if first, dup := sets[s.Name]; dup {
+			p.errs = append(p.errs, &Error{Pos: s.At, Msg: fmt.Sprintf("statefulset: name %q: already used at %s (each StatefulSet has its own name)", s.Name, first.At)})
+			continue
+		}
+		sets[s.Name] = s
+	}
 	declared := map[string]Nodes{}
 	for _, st := range p.stmts {
 		n, ok := st.(Nodes)

@@ -122,12 +122,27 @@ run 1h
 		},
 		{
 			name: "operator actions",
-			in:   "nodes 10 zone=b\nat 15m force-delete zone=b count=5\nat 15m out-of-service zone=b from=6",
+			in:   "nodes 10 zone=b\nat 15m force-delete zone=b count=5\nat 15m taint out-of-service zone=b from=6\nat 20m untaint zone=b out-of-service count=2",
 			want: []Statement{
 				Nodes{At: pos(1), Count: 10, Zone: "b"},
 				At{At: pos(2), Time: 15 * time.Minute, Action: ForceDelete, Zone: "b", Count: 5},
-				At{At: pos(3), Time: 15 * time.Minute, Action: OutOfService, Zone: "b", From: 6},
+				At{At: pos(3), Time: 15 * time.Minute, Action: Taint, Taint: OutOfService, Zone: "b", From: 6},
+				At{At: pos(4), Time: 20 * time.Minute, Action: Untaint, Taint: OutOfService, Zone: "b", Count: 2},
 			},
+		},
+		{
+			name: "statefulsets",
+			in:   "statefulset db replicas=3 volume\nstatefulset replicas=1 web\nstatefulset volume pods-2 replicas=10",
+			want: []Statement{
+				StatefulSet{At: pos(1), Name: "db", Replicas: 3, Volume: true},
+				StatefulSet{At: pos(2), Name: "web", Replicas: 1},
+				StatefulSet{At: pos(3), Name: "pods-2", Replicas: 10, Volume: true},
+			},
+		},
+		{
+			name: "statefulset whose last pod name is exactly 63 characters",
+			in:   "statefulset " + strings.Repeat("a", 60) + " replicas=100",
+			want: []Statement{StatefulSet{At: pos(1), Name: strings.Repeat("a", 60), Replicas: 100}},
 		},
 		{
 			name: "at may come before nodes",
@@ -158,7 +173,7 @@ func TestParseErrors(t *testing.T) {
 		want []string // one line per error, in order
 	}{
 		{name: "unknown statement", in: "\n\nnodez 3", want: []string{
-			`s.txt:3: unknown statement "nodez" (want set, nodes, pods, at or run)`}},
+			`s.txt:3: unknown statement "nodez" (want set, nodes, pods, statefulset, at or run)`}},
 		{name: "nodes count not a number", in: "nodes x zone=a", want: []string{
 			`s.txt:1: nodes: count "x": must be a positive integer`}},
 		{name: "nodes count zero", in: "nodes 0 zone=a", want: []string{
@@ -221,13 +236,44 @@ func TestParseErrors(t *testing.T) {
 		{name: "at time without unit", in: "nodes 1 zone=a\nat 10 stop zone=a", want: []string{
 			`s.txt:2: at: time "10": must be a non-negative Go duration such as 90s or 10m`}},
 		{name: "at bad action", in: "nodes 1 zone=a\nat 10s pause zone=a", want: []string{
-			`s.txt:2: at: action "pause": must be stop, start, shutdown, force-delete or out-of-service`}},
+			`s.txt:2: at: action "pause": must be stop, start, shutdown, force-delete, taint or untaint`}},
 		{name: "at missing all", in: "at", want: []string{
-			`s.txt:1: at: missing time (want at <t> stop|start|shutdown|force-delete|out-of-service zone=<z> [from=<i>] [count=<k>])`,
-			`s.txt:1: at: missing action stop, start, shutdown, force-delete or out-of-service (want at <t> stop|start|shutdown|force-delete|out-of-service zone=<z> [from=<i>] [count=<k>])`,
-			`s.txt:1: at: missing zone=<z> (want at <t> stop|start|shutdown|force-delete|out-of-service zone=<z> [from=<i>] [count=<k>])`}},
-		{name: "at out-of-service beyond zone", in: "nodes 3 zone=a\nat 1s out-of-service zone=a from=4", want: []string{
+			`s.txt:1: at: missing time (want ` + usageAt + `)`,
+			`s.txt:1: at: missing action stop, start, shutdown, force-delete, taint or untaint (want ` + usageAt + `)`,
+			`s.txt:1: at: missing zone=<z> (want ` + usageAt + `)`}},
+		{name: "at taint out-of-service beyond zone", in: "nodes 3 zone=a\nat 1s taint out-of-service zone=a from=4", want: []string{
 			`s.txt:2: at: from 4: zone "a" has only 3 nodes (declared at s.txt:1)`}},
+		{name: "at out-of-service, the old form", in: "nodes 3 zone=a\nat 1s out-of-service zone=a", want: []string{
+			`s.txt:2: at: action "out-of-service": must be stop, start, shutdown, force-delete, taint or untaint (write taint out-of-service)`}},
+		{name: "at taint without the taint", in: "nodes 3 zone=a\nat 1s taint zone=a", want: []string{
+			`s.txt:2: at: missing the taint after taint: out-of-service (want ` + usageAt + `)`}},
+		{name: "at untaint another taint", in: "nodes 3 zone=a\nat 1s untaint unreachable zone=a", want: []string{
+			`s.txt:2: at: taint "unreachable": must be out-of-service`}},
+		{name: "at stop with a taint", in: "nodes 3 zone=a\nat 1s stop out-of-service zone=a", want: []string{
+			`s.txt:2: at: unexpected argument "out-of-service" (want ` + usageAt + `)`}},
+		{name: "at taint with two taints", in: "nodes 3 zone=a\nat 1s taint out-of-service out-of-service zone=a", want: []string{
+			`s.txt:2: at: unexpected argument "out-of-service" (want ` + usageAt + `)`}},
+		{name: "statefulset missing everything", in: "statefulset", want: []string{
+			`s.txt:1: statefulset: missing name (want statefulset <name> replicas=<n> [volume])`,
+			`s.txt:1: statefulset: missing replicas=<n> (want statefulset <name> replicas=<n> [volume])`}},
+		{name: "statefulset replicas zero", in: "statefulset db replicas=0", want: []string{
+			`s.txt:1: statefulset: replicas "0": must be a positive integer`}},
+		{name: "statefulset replicas not a number", in: "statefulset db replicas=three volume", want: []string{
+			`s.txt:1: statefulset: replicas "three": must be a positive integer`}},
+		{name: "statefulset name not a label", in: "statefulset DB replicas=1", want: []string{
+			`s.txt:1: statefulset: name "DB": must be a DNS-1123 label: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`}},
+		{name: "statefulset name of the pods statements", in: "statefulset pod replicas=2", want: []string{
+			`s.txt:1: statefulset: name "pod": the pods statements name their pods pod-<i>, so a StatefulSet's pods would take their names`}},
+		{name: "statefulset pod names too long", in: "statefulset " + strings.Repeat("a", 60) + " replicas=101", want: []string{
+			`s.txt:1: statefulset: name "` + strings.Repeat("a", 60) + `": pod names such as "` + strings.Repeat("a", 60) + `-100" must be DNS-1123 labels (they are the pods' hostnames): must be no more than 63 bytes`}},
+		{name: "statefulset two names", in: "statefulset db web replicas=1", want: []string{
+			`s.txt:1: statefulset: unexpected argument "web" (want statefulset <name> replicas=<n> [volume])`}},
+		{name: "statefulset volume twice", in: "statefulset db replicas=1 volume volume", want: []string{
+			`s.txt:1: statefulset: duplicate argument "volume": volume is already given`}},
+		{name: "statefulset unknown argument", in: "statefulset db replicas=1 toleration=5", want: []string{
+			`s.txt:1: statefulset: unknown argument "toleration=5" (want statefulset <name> replicas=<n> [volume])`}},
+		{name: "statefulset name used twice", in: "statefulset db replicas=1\n\nstatefulset db replicas=2 volume", want: []string{
+			`s.txt:3: statefulset: name "db": already used at s.txt:1 (each StatefulSet has its own name)`}},
 		{name: "at from zero", in: "nodes 1 zone=a\nat 1s shutdown zone=a from=0", want: []string{
 			`s.txt:2: at: from "0": must be a positive integer`}},
 		{name: "at from beyond zone", in: "nodes 10 zone=a\nat 1s shutdown zone=a from=11", want: []string{
@@ -377,7 +423,8 @@ func FuzzParse(f *testing.F) {
 		"nodes 1 zone=a # c\r\nat 0 start zone=a\n",
 		"pods 1 toleration=forever\nrun 1.5h\n",
 		"pods 2 stop=ignore\npods 1 stop=1.5s priority=5\npods 3 stop=90s\n",
-		"nodes 4 zone=b\npods 8 volume toleration=30\nat 1m force-delete zone=b count=2\nat 1m out-of-service zone=b from=3\n",
+		"nodes 4 zone=b\npods 8 volume toleration=30\nat 1m force-delete zone=b count=2\nat 1m taint out-of-service zone=b from=3\nat 2m untaint out-of-service zone=b\n",
+		"statefulset db replicas=3 volume\nstatefulset web replicas=1\n",
 		"nodes x\nat -1s\nrun 0\nset --a=b\n",
 		"set a=\u00e9\u00a0b\n",
 		"nodes 2 zone=a.b_c\n",
