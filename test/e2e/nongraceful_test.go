@@ -147,6 +147,7 @@ func TestNonGracefulShutdown(t *testing.T) {
 	agentA := startAgent(t, s, "node-a", rootA)
 	waitDriverRegistered(t, client, "node-a")
 	script := `if [ -f /data/greeting ]; then cp /data/greeting /data/read-by-successor; else echo written-on-first-start > /data/greeting; fi; exec sleep 3600`
+	created := time.Now()
 	mustKubectl("apply", "-f", writeObjects(t, "web.json", statefulSet("web", 1, script)))
 	var first *corev1.Pod
 	eventually(t, "web-0 Running on node-a", 60*time.Second, 100*time.Millisecond, func() (bool, string) {
@@ -157,6 +158,7 @@ func TestNonGracefulShutdown(t *testing.T) {
 		first = p
 		return p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == "node-a", describePods([]corev1.Pod{*p})
 	})
+	t.Logf("baseline: StatefulSet created -> web-0 Running on node-a (claim provisioned, volume attached) in %v", time.Since(created).Round(time.Millisecond))
 	pvc, err := client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "data-web-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the claim of web-0: %v", err)
@@ -232,6 +234,7 @@ func TestNonGracefulShutdown(t *testing.T) {
 		return apierrors.IsNotFound(err), "VolumeAttachment to node-a still there"
 	})
 	gone := time.Since(tainted)
+	goneAt := time.Now()
 
 	// 6. web-0 starts again on node-b and reads the file node-a's pod wrote.
 	var second *corev1.Pod
@@ -251,8 +254,8 @@ func TestNonGracefulShutdown(t *testing.T) {
 	if second.UID == first.UID {
 		t.Fatalf("web-0 on node-b has the first pod's UID %s", first.UID)
 	}
-	t.Logf("out-of-service taint -> old pod gone and volume detached in %v, -> web-0 Running on node-b in %v",
-		gone.Round(time.Millisecond), running.Round(time.Millisecond))
+	t.Logf("out-of-service taint -> old pod gone and volume detached in %v (the wait for PodGC's next 20 s pass), -> web-0 Running on node-b in %v (%v after the old pod was gone)",
+		gone.Round(time.Millisecond), running.Round(time.Millisecond), time.Since(goneAt).Round(time.Millisecond))
 
 	// 7. One force-delete by PodGC and one forced detach, both for the
 	// out-of-service taint.
