@@ -1,14 +1,12 @@
 package statefulset
 
 import (
-	"encoding/json"
-	"regexp"
 	"testing"
-	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"knode/internal/registry/persistentvolume"
+	"knode/internal/registry/registrytest"
 )
 
 // fuzzSeeds are StatefulSet manifests that reach most branches: update
@@ -37,73 +35,15 @@ var fuzzSeeds = []string{
 	 "status":{"collisionCount":3}}`,
 }
 
-// longExponent finds quantities like "1e-99999999", which take minutes to
-// decode inside apimachinery before any code of this package runs.
-var longExponent = regexp.MustCompile(`[eE]-[0-9]{5,}`)
-
-func decodeFuzzSTS(data []byte) (*appsv1.StatefulSet, bool) {
-	if longExponent.Match(data) {
-		return nil, false
-	}
-	ss := &appsv1.StatefulSet{}
-	if err := json.Unmarshal(data, ss); err != nil {
-		return nil, false
-	}
-	return ss, true
-}
-
-// FuzzValidate feeds arbitrary JSON through every Kind function in the
-// order the REST layer calls them, as a new object and as an update (of
-// the main resource and of /status) of a second decoded object. Nothing
-// may panic, the stored object is never changed, a no-op update of a valid
-// object is accepted, and a table row has one cell per column.
+// FuzzValidate drives the StatefulSet rules as the REST layer does (see
+// registrytest.Fuzz), and the scale rules on what was created.
 func FuzzValidate(f *testing.F) {
-	for _, s := range fuzzSeeds {
-		f.Add([]byte(s), []byte(fuzzSeeds[1]))
-	}
-	k := Kind()
-	now := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, data, oldData []byte) {
-		ss, ok := decodeFuzzSTS(data)
-		if !ok {
-			return
-		}
-		stored, ok := decodeFuzzSTS(oldData)
-		if !ok {
-			return
-		}
-		raw := ss.DeepCopy()
-
-		k.Default(ss)
-		k.PrepareForCreate(ss)
-		createErrs := k.Validate(ss)
-
-		k.Default(stored)
-		before := stored.DeepCopy()
-		upd := raw.DeepCopy()
-		k.Default(upd)
-		k.PrepareForUpdate(upd, stored)
-		_ = k.ValidateUpdate(upd, stored)
-		st := raw.DeepCopy()
-		k.Default(st)
-		k.Status.PrepareForUpdate(st, stored)
-		_ = k.Status.ValidateUpdate(st, stored)
-		if !persistentvolume.Semantic.DeepEqual(stored, before) {
-			t.Fatal("an update changed the stored object")
-		}
-
-		same := ss.DeepCopy()
-		k.Default(same)
-		k.PrepareForUpdate(same, ss)
-		if errs := k.ValidateUpdate(same, ss); len(createErrs) == 0 && len(errs) != 0 {
-			t.Fatalf("a no-op update of a valid object was refused: %v", errs)
-		}
-
-		if cells := k.Row(ss, now); len(cells) != len(k.Columns) {
-			t.Fatalf("row has %d cells for %d columns", len(cells), len(k.Columns))
-		}
-		_ = k.Fields(ss)
-		_, _, _ = k.Scale.Get(ss)
-		k.Scale.Set(ss, 3)
+	registrytest.Fuzz(f, Kind(), fuzzSeeds, registrytest.FuzzOptions{
+		Equal: persistentvolume.Semantic.DeepEqual,
+		Extra: func(t *testing.T, obj runtime.Object) {
+			k := Kind()
+			_, _, _ = k.Scale.Get(obj)
+			k.Scale.Set(obj, 3)
+		},
 	})
 }
