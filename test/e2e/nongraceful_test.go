@@ -124,11 +124,7 @@ func TestNonGracefulShutdown(t *testing.T) {
 	ctx := context.Background()
 	mustKubectl := func(args ...string) kubectlResult {
 		t.Helper()
-		res := kubectlWith(t, version, s.Home, s.Kubeconfig, args...)
-		if res.ExitCode != 0 {
-			t.Fatalf("want exit code 0:\n%s", res)
-		}
-		return res
+		return s.mustKubectl(t, version, args...)
 	}
 	getPod := func(name string) (*corev1.Pod, error) {
 		return client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
@@ -331,8 +327,8 @@ func waitPodGone(t *testing.T, client kubernetes.Interface, name string, uid typ
 
 // TestStatefulSetRollout runs a StatefulSet with real kubectl on one
 // agent: `kubectl rollout status` through creation, a scale-up with
-// `kubectl scale`, and a rolling update of its template, with the
-// ControllerRevisions kubectl's rollout history lists.
+// `kubectl scale`, a rolling update of its template, the
+// ControllerRevisions kubectl's rollout history lists, and rollout undo.
 func TestStatefulSetRollout(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the process runtime mounts volumes as root")
@@ -343,11 +339,7 @@ func TestStatefulSetRollout(t *testing.T) {
 	ctx := context.Background()
 	kubectl := func(args ...string) kubectlResult {
 		t.Helper()
-		res := kubectlWith(t, version, s.Home, s.Kubeconfig, args...)
-		if res.ExitCode != 0 {
-			t.Fatalf("want exit code 0:\n%s", res)
-		}
-		return res
+		return s.mustKubectl(t, version, args...)
 	}
 	root := t.TempDir()
 	startAgent(t, s, "node-1", root)
@@ -364,6 +356,10 @@ func TestStatefulSetRollout(t *testing.T) {
 	out = kubectl("rollout", "status", "statefulset/db", "--timeout=90s")
 	if !strings.Contains(out.Stdout, "partitioned roll out complete: 3 new pods have been updated...") {
 		t.Errorf("rollout status after scaling to 3:\n%s", out)
+	}
+	get := kubectl("get", "statefulsets", "-o", "wide")
+	if r, ok := row(get.Stdout, "db"); !ok || len(r) < 5 || r[1] != "3/3" || r[3] != "main" || r[4] != "busybox" {
+		t.Errorf("kubectl get statefulsets -o wide: want db 3/3 with container main and image busybox:\n%s", get.Stdout)
 	}
 	before, err := client.AppsV1().StatefulSets("default").Get(ctx, "db", metav1.GetOptions{})
 	if err != nil {
@@ -395,6 +391,20 @@ func TestStatefulSetRollout(t *testing.T) {
 	hist := kubectl("rollout", "history", "statefulset/db")
 	if !strings.Contains(hist.Stdout, "REVISION") || len(lines(hist.Stdout)) < 3 {
 		t.Errorf("rollout history lists fewer than two revisions:\n%s", hist)
+	}
+	// kubectl rollout undo patches the template back from the previous
+	// ControllerRevision; the controller renumbers that revision.
+	kubectl("rollout", "undo", "statefulset/db")
+	kubectl("rollout", "status", "statefulset/db", "--timeout=120s")
+	undone, err := client.AppsV1().StatefulSets("default").Get(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if undone.Status.UpdateRevision != before.Status.UpdateRevision || undone.Status.CurrentRevision != before.Status.UpdateRevision {
+		t.Errorf("after undo: revisions %q/%q, want both %q", undone.Status.CurrentRevision, undone.Status.UpdateRevision, before.Status.UpdateRevision)
+	}
+	if env := undone.Spec.Template.Spec.Containers[0].Env; len(env) != 0 {
+		t.Errorf("after undo the template still sets %v", env)
 	}
 	kubectl("delete", "statefulset", "db", "--wait=false")
 	for i := range 3 {
