@@ -19,9 +19,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
+
+// nameTries is how many names Record tries for one event.
+const nameTries = 5
 
 // Recorder creates events. Its zero value is not usable: Client and Source
 // must be set. Safe for concurrent use.
@@ -38,12 +42,14 @@ type Recorder struct {
 
 // Record creates one event about ref in namespace, stamped now, named
 // "<ref.Name>.<hex of now in nanoseconds plus the recorder's sequence>" so
-// two events in the same instant differ. It blocks until the write is
-// done; a failure is only logged.
+// two events of one recorder in the same instant differ. A name another
+// recorder took in that instant (common on the simulator's virtual clock)
+// is tried again with the next sequence number, up to nameTries times. It
+// blocks until the write is done; a failure is only logged.
 func (r *Recorder) Record(ctx context.Context, ref corev1.ObjectReference, namespace, typ, reason, msg string, now time.Time) {
 	t := metav1.NewTime(now)
 	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()+r.seq.Add(1)), Namespace: namespace},
+		ObjectMeta:     metav1.ObjectMeta{Namespace: namespace},
 		InvolvedObject: ref,
 		Reason:         reason,
 		Message:        msg,
@@ -53,7 +59,14 @@ func (r *Recorder) Record(ctx context.Context, ref corev1.ObjectReference, names
 		LastTimestamp:  t,
 		Count:          1,
 	}
-	if _, err := r.Client.Events(namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	var err error
+	for range nameTries {
+		ev.Name = fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()+r.seq.Add(1))
+		if _, err = r.Client.Events(namespace).Create(ctx, ev, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+			break
+		}
+	}
+	if err != nil {
 		log := r.Logger
 		if log == nil {
 			log = slog.Default()

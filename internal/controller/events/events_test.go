@@ -93,3 +93,27 @@ func TestRecordFailureIsLogged(t *testing.T) {
 		t.Errorf("log (-want +got):\n%s", diff)
 	}
 }
+
+// Two recorders naming an event about one object in one instant: the
+// second takes the next name instead of losing its event.
+func TestRecordersShareAnInstant(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	pod := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "web-0"}
+	a := &events.Recorder{Client: cs.CoreV1(), Source: "a"}
+	b := &events.Recorder{Client: cs.CoreV1(), Source: "b"}
+	a.Record(ctx, pod, "ns", corev1.EventTypeNormal, "One", "from a", now)
+	b.Record(ctx, pod, "ns", corev1.EventTypeNormal, "Two", "from b", now)
+	l, err := cs.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range l.Items {
+		got = append(got, e.Source.Component+" "+e.Name)
+	}
+	want := []string{"a " + name("web-0", now.UnixNano()+1), "b " + name("web-0", now.UnixNano()+2)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
