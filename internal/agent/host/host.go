@@ -329,3 +329,39 @@ func (f Facts) joined() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Topology is the machine's CPU and memory layout, as the CPU, memory and
+// topology managers need it: every online logical CPU with the core,
+// socket and NUMA node it belongs to, and every NUMA node with its memory
+// and its distances to the others.
+type Topology struct {
+	// CPUs are the online logical CPUs, ordered by ID.
+	CPUs []CPU
+	// NUMANodes are the NUMA nodes, ordered by ID. A machine without NUMA
+	// information has one node, 0, holding every CPU and all memory.
+	NUMANodes []NUMANode
+}
+
+// CPU is one logical CPU (a hardware thread).
+type CPU struct {
+	// ID is the kernel's CPU number (cpuN).
+	ID int
+	// Core identifies the physical core, unique across the machine: two
+	// CPUs with the same Core are SMT siblings.
+	Core int
+	// Socket is the physical package ID.
+	Socket int
+	// NUMANode is the ID of the NUMA node the CPU belongs to.
+	NUMANode int
+}
+
+// NUMANode is one NUMA node.
+type NUMANode struct {
+	// ID is the kernel's node number (nodeN).
+	ID int
+	// MemoryBytes is the node's total memory.
+	MemoryBytes uint64
+	// Distances are the node's distances (the kernel's SLIT values, 10 to
+	// itself) to every node, by node ID.
+	Distances map[int]int
+}
