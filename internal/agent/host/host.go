@@ -11,9 +11,11 @@
 // is a settable in-memory machine for tests and the simulator.
 //
 // What callers must do: call Snapshot (or the methods) from one place per
-// sync; every method is cheap enough to call every 10 s, takes no lock the
-// caller could deadlock on, and does not cache across calls unless its
-// implementation says so.
+// sync; every method except Topology is cheap enough to call every 10 s,
+// takes no lock the caller could deadlock on, and does not cache across
+// calls unless its implementation says so. Topology (CPUs, cores, sockets,
+// NUMA nodes and their distances) is not in Facts: whoever needs it reads it
+// once at start; see Host.Topology.
 //
 // What it does not do: decide anything. Turning facts into node status
 // (capacity, allocatable, pressure, addresses) is internal/agent/nodestatus.
@@ -54,6 +56,17 @@ type Host interface {
 	IDs() (IDs, error)
 	// OS describes the kernel, the distribution and the Go platform.
 	OS() (OS, error)
+	// Topology is the machine's CPU and NUMA layout: every online logical
+	// CPU with its core, socket and NUMA node, and every online NUMA node
+	// with its memory and distances. A machine without NUMA information
+	// reports one node, 0, holding every CPU and all memory. The result
+	// satisfies Topology.Validate.
+	//
+	// Topology is not part of Snapshot: the CPU, memory and topology
+	// managers read it once when they start (a CPU or node coming online
+	// later needs an agent restart, as upstream), and on a large machine it
+	// reads several files per CPU, too many to repeat every status sync.
+	Topology() (Topology, error)
 }
 
 // Family is an IP address family.
@@ -364,4 +377,64 @@ type NUMANode struct {
 	// Distances are the node's distances (the kernel's SLIT values, 10 to
 	// itself) to every node, by node ID.
 	Distances map[int]int
+}
+
+// LocalDistance is the distance of a NUMA node to itself (the kernel's
+// LOCAL_DISTANCE, the SLIT diagonal). Every other distance is larger.
+const LocalDistance = 10
+
+// Validate checks the invariants every Host's Topology holds: at least one
+// CPU and one node; CPUs and nodes ordered by unique, non-negative IDs;
+// every CPU on a listed node; CPUs sharing a Core share its Socket and
+// NUMA node; and every node has a distance to every node and no other,
+// LocalDistance to itself and more than that to the others (distances need
+// not be symmetric). The error names the first CPU or node that breaks one.
+func (t Topology) Validate() error {
+	if len(t.CPUs) == 0 {
+		return errors.New("topology has no CPUs")
+	}
+	if len(t.NUMANodes) == 0 {
+		return errors.New("topology has no NUMA nodes")
+	}
+	nodes := make(map[int]bool, len(t.NUMANodes))
+	for i, n := range t.NUMANodes {
+		if n.ID < 0 || (i > 0 && n.ID <= t.NUMANodes[i-1].ID) {
+			return fmt.Errorf("NUMA node %d: IDs must be non-negative, unique and ascending", n.ID)
+		}
+		nodes[n.ID] = true
+	}
+	for _, n := range t.NUMANodes {
+		if len(n.Distances) != len(t.NUMANodes) {
+			return fmt.Errorf("NUMA node %d: has %d distances, want one to each of %d nodes", n.ID, len(n.Distances), len(t.NUMANodes))
+		}
+		for to, d := range n.Distances {
+			switch {
+			case !nodes[to]:
+				return fmt.Errorf("NUMA node %d: distance to unknown node %d", n.ID, to)
+			case to == n.ID && d != LocalDistance:
+				return fmt.Errorf("NUMA node %d: distance to itself is %d, want %d", n.ID, d, LocalDistance)
+			case to != n.ID && d <= LocalDistance:
+				return fmt.Errorf("NUMA node %d: distance to node %d is %d, want more than %d", n.ID, to, d, LocalDistance)
+			}
+		}
+	}
+	cores := map[int]CPU{}
+	for i, c := range t.CPUs {
+		if c.ID < 0 || (i > 0 && c.ID <= t.CPUs[i-1].ID) {
+			return fmt.Errorf("CPU %d: IDs must be non-negative, unique and ascending", c.ID)
+		}
+		if !nodes[c.NUMANode] {
+			return fmt.Errorf("CPU %d: on NUMA node %d, which is not listed", c.ID, c.NUMANode)
+		}
+		first, ok := cores[c.Core]
+		if !ok {
+			cores[c.Core] = c
+			continue
+		}
+		if first.Socket != c.Socket || first.NUMANode != c.NUMANode {
+			return fmt.Errorf("CPU %d: shares core %d with CPU %d but is on socket %d, node %d, not socket %d, node %d",
+				c.ID, c.Core, first.ID, c.Socket, c.NUMANode, first.Socket, first.NUMANode)
+		}
+	}
+	return nil
 }

@@ -264,3 +264,66 @@ func changeLeaf(t *testing.T, v reflect.Value, path []string) {
 		}
 	}
 }
+
+func TestTopologyValidate(t *testing.T) {
+	// valid is two nodes, CPUs 0 and 2 sharing core 0 on node 0, CPU 1 on node 1.
+	valid := func() host.Topology {
+		return host.Topology{
+			CPUs: []host.CPU{{ID: 0, Core: 0}, {ID: 1, Core: 1, Socket: 1, NUMANode: 1}, {ID: 2, Core: 0}},
+			NUMANodes: []host.NUMANode{
+				{ID: 0, Distances: map[int]int{0: 10, 1: 11}},
+				{ID: 1, Distances: map[int]int{0: 21, 1: 10}},
+			},
+		}
+	}
+	tests := []struct {
+		name string
+		edit func(*host.Topology)
+		want string // "" for valid
+	}{
+		{name: "valid, distances need not be symmetric", edit: func(*host.Topology) {}},
+		{name: "fake two-socket SMT machine", edit: func(t *host.Topology) { *t = fake.TopologyTwoSocketSMT() }},
+		{name: "fake four-node machine", edit: func(t *host.Topology) { *t = fake.TopologyFourNUMA() }},
+		{name: "fake uniform machine", edit: func(t *host.Topology) { *t = fake.UniformTopology(3, 1) }},
+		{name: "no CPUs", edit: func(t *host.Topology) { t.CPUs = nil }, want: "topology has no CPUs"},
+		{name: "no nodes", edit: func(t *host.Topology) { t.NUMANodes = nil }, want: "topology has no NUMA nodes"},
+		{name: "CPUs out of order", edit: func(t *host.Topology) { t.CPUs[0], t.CPUs[1] = t.CPUs[1], t.CPUs[0] },
+			want: "CPU 0: IDs must be non-negative, unique and ascending"},
+		{name: "duplicate CPU", edit: func(t *host.Topology) { t.CPUs[2].ID = 1 },
+			want: "CPU 1: IDs must be non-negative, unique and ascending"},
+		{name: "negative CPU", edit: func(t *host.Topology) { t.CPUs[0].ID = -1 },
+			want: "CPU -1: IDs must be non-negative, unique and ascending"},
+		{name: "nodes out of order", edit: func(t *host.Topology) { t.NUMANodes[0], t.NUMANodes[1] = t.NUMANodes[1], t.NUMANodes[0] },
+			want: "NUMA node 0: IDs must be non-negative, unique and ascending"},
+		{name: "CPU on an unlisted node", edit: func(t *host.Topology) { t.CPUs[1].NUMANode = 2 },
+			want: "CPU 1: on NUMA node 2, which is not listed"},
+		{name: "siblings on two sockets", edit: func(t *host.Topology) { t.CPUs[2].Socket = 1 },
+			want: "CPU 2: shares core 0 with CPU 0 but is on socket 1, node 0, not socket 0, node 0"},
+		{name: "siblings on two nodes", edit: func(t *host.Topology) { t.CPUs[2].NUMANode = 1 },
+			want: "CPU 2: shares core 0 with CPU 0 but is on socket 0, node 1, not socket 0, node 0"},
+		{name: "missing distance", edit: func(t *host.Topology) { delete(t.NUMANodes[1].Distances, 0) },
+			want: "NUMA node 1: has 1 distances, want one to each of 2 nodes"},
+		{name: "distance to an unknown node", edit: func(t *host.Topology) {
+			delete(t.NUMANodes[1].Distances, 0)
+			t.NUMANodes[1].Distances[5] = 20
+		}, want: "NUMA node 1: distance to unknown node 5"},
+		{name: "local distance not 10", edit: func(t *host.Topology) { t.NUMANodes[0].Distances[0] = 11 },
+			want: "NUMA node 0: distance to itself is 11, want 10"},
+		{name: "remote distance exactly 10", edit: func(t *host.Topology) { t.NUMANodes[1].Distances[0] = 10 },
+			want: "NUMA node 1: distance to node 0 is 10, want more than 10"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topo := valid()
+			tt.edit(&topo)
+			err := topo.Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("Validate() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -5,11 +5,17 @@
 // method reads it. Values returned never alias the State, so a caller may
 // keep or modify them. All methods are safe for concurrent use.
 //
+// Topology: State.Topology when it lists CPUs, else UniformTopology of
+// State.CPUs and State.Memory.Capacity. TopologyTwoSocketSMT and
+// TopologyFourNUMA are the machines of host/linux's sysfs fixtures, for
+// tests of the resource managers.
+//
 // What it does not do: simulate anything by itself. Memory does not fill up
 // and disks do not drain unless a test or a scenario calls Update.
 package fake
 
 import (
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -31,10 +37,16 @@ type State struct {
 	PIDs        host.PIDs
 	IDs         host.IDs
 	OS          host.OS
+	// Topology is what Topology reports. Zero (no CPUs) means the uniform
+	// machine UniformTopology(CPUs, Memory.Capacity), which follows CPUs
+	// and Memory when they change.
+	Topology host.Topology
 	// Errs makes the reading of a fact fail with the given error. The
-	// hostname has no Fact; set HostnameErr instead.
+	// hostname and the topology have no Fact; set HostnameErr or
+	// TopologyErr instead.
 	Errs        map[host.Fact]error
 	HostnameErr error
+	TopologyErr error
 }
 
 // Host is a fake machine.
@@ -201,9 +213,90 @@ func (h *Host) OS() (host.OS, error) {
 	return h.state.OS, nil
 }
 
+// Topology implements host.Host.
+func (h *Host) Topology() (host.Topology, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state.TopologyErr != nil {
+		return host.Topology{}, h.state.TopologyErr
+	}
+	if len(h.state.Topology.CPUs) == 0 {
+		return UniformTopology(h.state.CPUs, h.state.Memory.Capacity), nil
+	}
+	return cloneTopology(h.state.Topology), nil
+}
+
+// UniformTopology is a machine without SMT or NUMA: one socket, 0, and one
+// node, 0, with memory bytes, holding cpus CPUs numbered from 0, each its
+// own core. cpus < 1 counts as 1.
+func UniformTopology(cpus int, memory uint64) host.Topology {
+	cpus = max(cpus, 1)
+	t := host.Topology{
+		CPUs:      make([]host.CPU, cpus),
+		NUMANodes: []host.NUMANode{{ID: 0, MemoryBytes: memory, Distances: map[int]int{0: host.LocalDistance}}},
+	}
+	for i := range t.CPUs {
+		t.CPUs[i] = host.CPU{ID: i, Core: i}
+	}
+	return t
+}
+
+// TopologyTwoSocketSMT is an Intel-style two-socket machine, the linux
+// fixture testdata/twosocket: 2 sockets × 2 cores × 2 threads, one NUMA
+// node per socket at distance 21. CPUs 0-3 are the first thread of each
+// core and 4-7 their siblings (CPU n and n+4 share a core), so socket 0
+// and node 0 hold CPUs 0,1,4,5 and socket 1 and node 1 hold 2,3,6,7.
+// Node memory is 65755740 kB and 66058960 kB. Each call returns a new
+// value.
+func TopologyTwoSocketSMT() host.Topology {
+	t := host.Topology{NUMANodes: []host.NUMANode{
+		{ID: 0, MemoryBytes: 65755740 << 10, Distances: map[int]int{0: 10, 1: 21}},
+		{ID: 1, MemoryBytes: 66058960 << 10, Distances: map[int]int{0: 21, 1: 10}},
+	}}
+	for id := 0; id < 8; id++ {
+		core := id % 4
+		t.CPUs = append(t.CPUs, host.CPU{ID: id, Core: core, Socket: core / 2, NUMANode: core / 2})
+	}
+	return t
+}
+
+// TopologyFourNUMA is an AMD-style two-socket machine with two NUMA nodes
+// per socket (NPS2 or sub-NUMA clustering), the linux fixture
+// testdata/fournuma: 16 CPUs, 2 sockets × 2 nodes × 2 cores × 2 threads.
+// CPUs 0-7 are the first thread of each core and 8-15 their siblings (CPU
+// n and n+8 share a core); node k holds CPUs 2k, 2k+1, 2k+8 and 2k+9, and
+// nodes 0-1 are socket 0, nodes 2-3 socket 1. Distances are 10 to itself,
+// 12 to the other node of its socket, and 20 or 22 to the nodes of the
+// other socket (the nearer one is the node with the same index there):
+//
+//	10 12 20 22
+//	12 10 22 20
+//	20 22 10 12
+//	22 20 12 10
+//
+// Each call returns a new value.
+func TopologyFourNUMA() host.Topology {
+	rows := [4][4]int{{10, 12, 20, 22}, {12, 10, 22, 20}, {20, 22, 10, 12}, {22, 20, 12, 10}}
+	memKB := [4]uint64{32617420, 33025132, 33025132, 32993388}
+	var t host.Topology
+	for n, row := range rows {
+		d := map[int]int{}
+		for m, v := range row {
+			d[m] = v
+		}
+		t.NUMANodes = append(t.NUMANodes, host.NUMANode{ID: n, MemoryBytes: memKB[n] << 10, Distances: d})
+	}
+	for id := 0; id < 16; id++ {
+		core := id % 8
+		t.CPUs = append(t.CPUs, host.CPU{ID: id, Core: core, Socket: core / 4, NUMANode: core / 2})
+	}
+	return t
+}
+
 // clone returns a deep copy of s, so no slice or map is shared.
 func (s State) clone() State {
 	out := s
+	out.Topology = cloneTopology(s.Topology)
 	out.Network = cloneNetwork(s.Network)
 	out.Hugepages = slices.Clone(s.Hugepages)
 	if s.Filesystems != nil {
@@ -233,5 +326,14 @@ func cloneNetwork(n host.Network) host.Network {
 		out.Interfaces = append(out.Interfaces, i)
 	}
 	out.DefaultRoutes = slices.Clone(n.DefaultRoutes)
+	return out
+}
+
+// cloneTopology returns a deep copy of t.
+func cloneTopology(t host.Topology) host.Topology {
+	out := host.Topology{CPUs: slices.Clone(t.CPUs), NUMANodes: slices.Clone(t.NUMANodes)}
+	for i, n := range out.NUMANodes {
+		out.NUMANodes[i].Distances = maps.Clone(n.Distances)
+	}
 	return out
 }

@@ -19,12 +19,25 @@
 //   - A missing machine-id or unreadable DMI product_uuid is an empty ID,
 //     not an error (containers often have neither); a missing boot_id is an
 //     error.
+//   - Topology reads, for every online CPU, physical_package_id (Socket) and
+//     thread_siblings_list; Core is the lowest online CPU among the
+//     thread's SMT siblings, the unique core ID the upstream CPU manager
+//     derives, so siblings share it without trusting core_id (which the
+//     kernel only promises to be a platform identifier, not unique per
+//     package). NUMA nodes are those in /sys/devices/system/node/online,
+//     each with its cpulist, the MemTotal line of its meminfo and its
+//     distance row (one value per online node, in that order). Without
+//     /sys/devices/system/node (a kernel without CONFIG_NUMA) there is one
+//     node 0 with every CPU, /proc/meminfo's MemTotal and distance 10.
+//     Memory-only nodes (empty cpulist) are listed; a node's cpulist may
+//     name offline CPUs, but no CPU may be in two nodes.
 //   - Kernel version is /proc/sys/kernel/osrelease (the release uname(2)
 //     returns) and the hostname /proc/sys/kernel/hostname (what os.Hostname
 //     returns on Linux), so both can be faked under Root.
 //
 // Nothing is cached: every call reads the files again. A full Snapshot reads
-// about a dozen small files and calls statfs once.
+// about a dozen small files and calls statfs once; Topology, which Snapshot
+// does not call, reads 2 files per online CPU and 3 per NUMA node.
 package linux
 
 import (
@@ -39,6 +52,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -129,6 +143,27 @@ func (h *Host) CPUs() (int, error) {
 	return n, nil
 }
 
+// maxCPUID bounds the CPU IDs a cpulist may name, so a corrupt file cannot
+// make parseCPUList allocate without limit. The largest NR_CPUS any Linux
+// architecture allows is 8192.
+const maxCPUID = 1 << 20
+
+// cpuListEntry parses one entry of a kernel cpulist, "N" or "N-M".
+func cpuListEntry(part string) (first, last int, err error) {
+	lo, hi, isRange := strings.Cut(part, "-")
+	first, err = strconv.Atoi(lo)
+	if err != nil || first < 0 || first > maxCPUID {
+		return 0, 0, fmt.Errorf("bad CPU list entry %q", part)
+	}
+	last = first
+	if isRange {
+		if last, err = strconv.Atoi(hi); err != nil || last < first || last > maxCPUID {
+			return 0, 0, fmt.Errorf("bad CPU list entry %q", part)
+		}
+	}
+	return first, last, nil
+}
+
 // countCPUList counts the CPUs in a kernel cpulist such as "0-3,8,10-11".
 func countCPUList(s string) (int, error) {
 	if s == "" {
@@ -136,20 +171,204 @@ func countCPUList(s string) (int, error) {
 	}
 	total := 0
 	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		first, err := strconv.Atoi(lo)
-		if err != nil || first < 0 {
-			return 0, fmt.Errorf("bad CPU list entry %q", part)
-		}
-		last := first
-		if isRange {
-			if last, err = strconv.Atoi(hi); err != nil || last < first {
-				return 0, fmt.Errorf("bad CPU list entry %q", part)
-			}
+		first, last, err := cpuListEntry(part)
+		if err != nil {
+			return 0, err
 		}
 		total += last - first + 1
 	}
 	return total, nil
+}
+
+// parseCPUList returns the CPUs of a kernel cpulist such as "0-3,8,10-11",
+// ascending and without duplicates. The empty list (a node without CPUs)
+// has none.
+func parseCPUList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		first, last, err := cpuListEntry(part)
+		if err != nil {
+			return nil, err
+		}
+		for id := first; id <= last; id++ {
+			cpus = append(cpus, id)
+		}
+	}
+	slices.Sort(cpus)
+	return slices.Compact(cpus), nil
+}
+
+// readCPUList reads a file holding a kernel cpulist.
+func (h *Host) readCPUList(p string) ([]int, error) {
+	s, err := h.readTrimmed(p)
+	if err != nil {
+		return nil, err
+	}
+	cpus, err := parseCPUList(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", h.path(p), err)
+	}
+	return cpus, nil
+}
+
+// readInt reads a file holding one signed decimal number.
+func (h *Host) readInt(p string) (int, error) {
+	s, err := h.readTrimmed(p)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", h.path(p), err)
+	}
+	return n, nil
+}
+
+const (
+	cpuSysDir  = "/sys/devices/system/cpu"
+	nodeSysDir = "/sys/devices/system/node"
+)
+
+// Topology reads the CPU and NUMA layout from /sys/devices/system/cpu and
+// /sys/devices/system/node (see the package comment for the choices). An
+// inconsistent layout, such as an online CPU in no node's cpulist or a
+// distance row of the wrong length, is an error naming the file.
+func (h *Host) Topology() (host.Topology, error) {
+	online, err := h.readCPUList(cpuSysDir + "/online")
+	if err != nil {
+		return host.Topology{}, err
+	}
+	if len(online) == 0 {
+		return host.Topology{}, fmt.Errorf("%s: no online CPUs", h.path(cpuSysDir+"/online"))
+	}
+	isOnline := make(map[int]bool, len(online))
+	for _, id := range online {
+		isOnline[id] = true
+	}
+	cpus := make([]host.CPU, 0, len(online))
+	for _, id := range online {
+		dir := fmt.Sprintf("%s/cpu%d/topology", cpuSysDir, id)
+		socket, err := h.readInt(dir + "/physical_package_id")
+		if err != nil {
+			return host.Topology{}, err
+		}
+		siblings, err := h.readCPUList(dir + "/thread_siblings_list")
+		if err != nil {
+			return host.Topology{}, err
+		}
+		core := id
+		for _, s := range siblings {
+			if isOnline[s] && s < core {
+				core = s
+			}
+		}
+		cpus = append(cpus, host.CPU{ID: id, Core: core, Socket: socket})
+	}
+	nodes, nodeOf, err := h.numaNodes(isOnline)
+	if err != nil {
+		return host.Topology{}, err
+	}
+	for i := range cpus {
+		n, ok := nodeOf[cpus[i].ID]
+		if !ok {
+			return host.Topology{}, fmt.Errorf("%s: CPU %d is online but in no online node's cpulist", h.path(nodeSysDir), cpus[i].ID)
+		}
+		cpus[i].NUMANode = n
+	}
+	t := host.Topology{CPUs: cpus, NUMANodes: nodes}
+	if err := t.Validate(); err != nil {
+		return host.Topology{}, fmt.Errorf("%s: %w", h.path("/sys/devices/system"), err)
+	}
+	return t, nil
+}
+
+// numaNodes reads the online NUMA nodes and returns them with the node of
+// every CPU their cpulists name (online or not). Without a node directory
+// it returns the single node 0 holding every online CPU.
+func (h *Host) numaNodes(isOnline map[int]bool) ([]host.NUMANode, map[int]int, error) {
+	ids, err := h.readCPUList(nodeSysDir + "/online")
+	if errors.Is(err, fs.ErrNotExist) {
+		return h.singleNode(isOnline)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil, fmt.Errorf("%s: no online NUMA nodes", h.path(nodeSysDir+"/online"))
+	}
+	nodes := make([]host.NUMANode, 0, len(ids))
+	nodeOf := make(map[int]int, len(isOnline))
+	for _, id := range ids {
+		dir := fmt.Sprintf("%s/node%d", nodeSysDir, id)
+		cpus, err := h.readCPUList(dir + "/cpulist")
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, c := range cpus {
+			if other, ok := nodeOf[c]; ok {
+				return nil, nil, fmt.Errorf("%s: CPU %d is also in node %d", h.path(dir+"/cpulist"), c, other)
+			}
+			nodeOf[c] = id
+		}
+		b, err := os.ReadFile(h.path(dir + "/meminfo"))
+		if err != nil {
+			return nil, nil, err
+		}
+		mem, err := parseMeminfo(b, fmt.Sprintf("Node %d MemTotal", id))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", h.path(dir+"/meminfo"), err)
+		}
+		s, err := h.readTrimmed(dir + "/distance")
+		if err != nil {
+			return nil, nil, err
+		}
+		distances, err := parseDistances(s, ids)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", h.path(dir+"/distance"), err)
+		}
+		nodes = append(nodes, host.NUMANode{ID: id, MemoryBytes: mem[0], Distances: distances})
+	}
+	return nodes, nodeOf, nil
+}
+
+// singleNode is the topology of a kernel without NUMA: node 0 holds every
+// CPU and the machine's MemTotal.
+func (h *Host) singleNode(isOnline map[int]bool) ([]host.NUMANode, map[int]int, error) {
+	p := "/proc/meminfo"
+	b, err := os.ReadFile(h.path(p))
+	if err != nil {
+		return nil, nil, err
+	}
+	mem, err := parseMeminfo(b, "MemTotal")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", h.path(p), err)
+	}
+	nodeOf := make(map[int]int, len(isOnline))
+	for c := range isOnline {
+		nodeOf[c] = 0
+	}
+	return []host.NUMANode{{ID: 0, MemoryBytes: mem[0], Distances: map[int]int{0: host.LocalDistance}}}, nodeOf, nil
+}
+
+// parseDistances parses a node's distance row, "10 21": one distance per
+// online node, in the order of nodes, and returns them by node ID.
+func parseDistances(s string, nodes []int) (map[int]int, error) {
+	fields := strings.Fields(s)
+	if len(fields) != len(nodes) {
+		return nil, fmt.Errorf("%d distances for %d online nodes", len(fields), len(nodes))
+	}
+	out := make(map[int]int, len(nodes))
+	for i, f := range fields {
+		d, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("bad distance %q", f)
+		}
+		out[nodes[i]] = d
+	}
+	return out, nil
 }
 
 // Memory reads MemTotal, MemFree and Inactive(file) from /proc/meminfo.

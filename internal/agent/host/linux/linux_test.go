@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"knode/internal/agent/host"
+	"knode/internal/agent/host/fake"
 )
 
 // addrCmp compares netip values by value.
@@ -129,6 +130,7 @@ func TestMissingFilesNameTheFile(t *testing.T) {
 	}{
 		{"hostname", func() error { _, err := h.Hostname(); return err }, "/proc/sys/kernel/hostname"},
 		{"cpus", func() error { _, err := h.CPUs(); return err }, "/sys/devices/system/cpu/online"},
+		{"topology", func() error { _, err := h.Topology(); return err }, "/sys/devices/system/cpu/online"},
 		{"memory", func() error { _, err := h.Memory(); return err }, "/proc/meminfo"},
 		{"pids", func() error { _, err := h.PIDs(); return err }, "/proc/sys/kernel/pid_max"},
 		{"ids", func() error { _, err := h.IDs(); return err }, "/proc/sys/kernel/random/boot_id"},
@@ -350,6 +352,303 @@ func BenchmarkSnapshot(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := host.Snapshot(h, dir); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestTopologyFixtures reads the topology of every testdata machine.
+func TestTopologyFixtures(t *testing.T) {
+	tests := []struct {
+		name string
+		root string
+		want host.Topology
+	}{
+		{
+			// Copied from the 2-CPU VM these tests were written on: one
+			// node, no SMT. Its node MemTotal is the node's meminfo, not
+			// /proc/meminfo.
+			name: "2-CPU VM with one node",
+			root: "testdata/vm2cpu",
+			want: host.Topology{
+				CPUs: []host.CPU{{ID: 0, Core: 0}, {ID: 1, Core: 1}},
+				NUMANodes: []host.NUMANode{
+					{ID: 0, MemoryBytes: 18835232 * 1024, Distances: map[int]int{0: 10}},
+				},
+			},
+		},
+		{
+			name: "no node directory: one node with /proc/meminfo's MemTotal",
+			root: "testdata/minimal",
+			want: host.Topology{
+				CPUs:      []host.CPU{{ID: 0, Core: 0}},
+				NUMANodes: []host.NUMANode{{ID: 0, MemoryBytes: 1000 * 1024, Distances: map[int]int{0: 10}}},
+			},
+		},
+		// The fake host's constructors are the same machines; fake's tests
+		// pin their layout down.
+		{name: "two sockets with SMT", root: "testdata/twosocket", want: fake.TopologyTwoSocketSMT()},
+		{name: "four NUMA nodes", root: "testdata/fournuma", want: fake.TopologyFourNUMA()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := New(Config{Root: tt.root}).Topology()
+			if err != nil {
+				t.Fatalf("Topology: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Topology (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// writeTree writes files (machine path to content) under a new root.
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// oneNodeTree is a valid machine: CPUs 0 and 1 are SMT siblings on node 0.
+func oneNodeTree() map[string]string {
+	return map[string]string{
+		"sys/devices/system/cpu/online":                             "0-1\n",
+		"sys/devices/system/cpu/cpu0/topology/physical_package_id":  "0\n",
+		"sys/devices/system/cpu/cpu0/topology/thread_siblings_list": "0-1\n",
+		"sys/devices/system/cpu/cpu1/topology/physical_package_id":  "0\n",
+		"sys/devices/system/cpu/cpu1/topology/thread_siblings_list": "0-1\n",
+		"sys/devices/system/node/online":                            "0\n",
+		"sys/devices/system/node/node0/cpulist":                     "0-1\n",
+		"sys/devices/system/node/node0/meminfo":                     "Node 0 MemTotal:  4 kB\nNode 0 MemFree:  1 kB\n",
+		"sys/devices/system/node/node0/distance":                    "10\n",
+	}
+}
+
+// TestTopologyEdges covers layouts the fixtures do not: offline CPUs and
+// memory-only nodes.
+func TestTopologyEdges(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(files map[string]string)
+		want host.Topology
+	}{
+		{
+			name: "valid tree as written",
+			edit: func(map[string]string) {},
+			want: host.Topology{
+				CPUs:      []host.CPU{{ID: 0, Core: 0}, {ID: 1, Core: 0}},
+				NUMANodes: []host.NUMANode{{ID: 0, MemoryBytes: 4096, Distances: map[int]int{0: 10}}},
+			},
+		},
+		{
+			// CPU 0 is offline: it is not listed, CPU 1 does not take it as
+			// its core even though its sibling list names it, and the
+			// node's cpulist may still name it.
+			name: "offline CPU",
+			edit: func(f map[string]string) {
+				f["sys/devices/system/cpu/online"] = "1\n"
+				delete(f, "sys/devices/system/cpu/cpu0/topology/physical_package_id")
+				delete(f, "sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+			},
+			want: host.Topology{
+				CPUs:      []host.CPU{{ID: 1, Core: 1}},
+				NUMANodes: []host.NUMANode{{ID: 0, MemoryBytes: 4096, Distances: map[int]int{0: 10}}},
+			},
+		},
+		{
+			name: "memory-only node with an empty cpulist",
+			edit: func(f map[string]string) {
+				f["sys/devices/system/node/online"] = "0-1\n"
+				f["sys/devices/system/node/node0/distance"] = "10 20\n"
+				f["sys/devices/system/node/node1/cpulist"] = "\n"
+				f["sys/devices/system/node/node1/meminfo"] = "Node 1 MemTotal:  8 kB\n"
+				f["sys/devices/system/node/node1/distance"] = "20 10\n"
+			},
+			want: host.Topology{
+				CPUs: []host.CPU{{ID: 0, Core: 0}, {ID: 1, Core: 0}},
+				NUMANodes: []host.NUMANode{
+					{ID: 0, MemoryBytes: 4096, Distances: map[int]int{0: 10, 1: 20}},
+					{ID: 1, MemoryBytes: 8192, Distances: map[int]int{0: 20, 1: 10}},
+				},
+			},
+		},
+		{
+			name: "sparse node IDs: distances follow the online order",
+			edit: func(f map[string]string) {
+				f["sys/devices/system/node/online"] = "0,2\n"
+				f["sys/devices/system/node/node0/cpulist"] = "0\n"
+				f["sys/devices/system/node/node0/distance"] = "10 31\n"
+				f["sys/devices/system/node/node2/cpulist"] = "1\n"
+				f["sys/devices/system/node/node2/meminfo"] = "Node 2 MemTotal:  8 kB\n"
+				f["sys/devices/system/node/node2/distance"] = "32 10\n"
+				f["sys/devices/system/cpu/cpu0/topology/thread_siblings_list"] = "0\n"
+				f["sys/devices/system/cpu/cpu1/topology/thread_siblings_list"] = "1\n"
+				f["sys/devices/system/cpu/cpu1/topology/physical_package_id"] = "1\n"
+			},
+			want: host.Topology{
+				CPUs: []host.CPU{{ID: 0, Core: 0}, {ID: 1, Core: 1, Socket: 1, NUMANode: 2}},
+				NUMANodes: []host.NUMANode{
+					{ID: 0, MemoryBytes: 4096, Distances: map[int]int{0: 10, 2: 31}},
+					{ID: 2, MemoryBytes: 8192, Distances: map[int]int{0: 32, 2: 10}},
+				},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := oneNodeTree()
+			tt.edit(files)
+			got, err := New(Config{Root: writeTree(t, files)}).Topology()
+			if err != nil {
+				t.Fatalf("Topology: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Topology (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestTopologyErrorsNameTheFile breaks one file of a valid tree at a time.
+func TestTopologyErrorsNameTheFile(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(files map[string]string)
+		file string // machine path the error must name
+		want string
+	}{
+		{"no online list", func(f map[string]string) { delete(f, "sys/devices/system/cpu/online") },
+			"sys/devices/system/cpu/online", "no such file"},
+		{"bad online list", func(f map[string]string) { f["sys/devices/system/cpu/online"] = "0-\n" },
+			"sys/devices/system/cpu/online", `bad CPU list entry "0-"`},
+		{"no online CPUs", func(f map[string]string) { f["sys/devices/system/cpu/online"] = "\n" },
+			"sys/devices/system/cpu/online", "no online CPUs"},
+		{"no package ID", func(f map[string]string) { delete(f, "sys/devices/system/cpu/cpu1/topology/physical_package_id") },
+			"sys/devices/system/cpu/cpu1/topology/physical_package_id", "no such file"},
+		{"bad package ID", func(f map[string]string) { f["sys/devices/system/cpu/cpu1/topology/physical_package_id"] = "x\n" },
+			"sys/devices/system/cpu/cpu1/topology/physical_package_id", "invalid syntax"},
+		{"no siblings", func(f map[string]string) { delete(f, "sys/devices/system/cpu/cpu0/topology/thread_siblings_list") },
+			"sys/devices/system/cpu/cpu0/topology/thread_siblings_list", "no such file"},
+		{"bad node list", func(f map[string]string) { f["sys/devices/system/node/online"] = "a\n" },
+			"sys/devices/system/node/online", `bad CPU list entry "a"`},
+		{"no node cpulist", func(f map[string]string) { delete(f, "sys/devices/system/node/node0/cpulist") },
+			"sys/devices/system/node/node0/cpulist", "no such file"},
+		{"CPU in no node", func(f map[string]string) { f["sys/devices/system/node/node0/cpulist"] = "0\n" },
+			"sys/devices/system/node", "CPU 1 is online but in no online node's cpulist"},
+		{"CPU in two nodes", func(f map[string]string) {
+			f["sys/devices/system/node/online"] = "0-1\n"
+			f["sys/devices/system/node/node0/distance"] = "10 20\n"
+			f["sys/devices/system/node/node1/cpulist"] = "1\n"
+		}, "sys/devices/system/node/node1/cpulist", "CPU 1 is also in node 0"},
+		{"no node meminfo", func(f map[string]string) { delete(f, "sys/devices/system/node/node0/meminfo") },
+			"sys/devices/system/node/node0/meminfo", "no such file"},
+		{"meminfo of another node", func(f map[string]string) { f["sys/devices/system/node/node0/meminfo"] = "Node 1 MemTotal: 4 kB\n" },
+			"sys/devices/system/node/node0/meminfo", "no Node 0 MemTotal line"},
+		{"short distance row", func(f map[string]string) { f["sys/devices/system/node/node0/distance"] = "\n" },
+			"sys/devices/system/node/node0/distance", "0 distances for 1 online nodes"},
+		{"bad distance", func(f map[string]string) { f["sys/devices/system/node/node0/distance"] = "ten\n" },
+			"sys/devices/system/node/node0/distance", `bad distance "ten"`},
+		{"local distance is not 10", func(f map[string]string) { f["sys/devices/system/node/node0/distance"] = "20\n" },
+			"sys/devices/system", "distance to itself is 20"},
+		{"SMT siblings on two sockets", func(f map[string]string) { f["sys/devices/system/cpu/cpu1/topology/physical_package_id"] = "1\n" },
+			"sys/devices/system", "CPU 1: shares core 0 with CPU 0"},
+		{"no node directory and no /proc/meminfo", func(f map[string]string) {
+			for p := range f {
+				if strings.HasPrefix(p, "sys/devices/system/node/") {
+					delete(f, p)
+				}
+			}
+		}, "proc/meminfo", "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := oneNodeTree()
+			tt.edit(files)
+			root := writeTree(t, files)
+			_, err := New(Config{Root: root}).Topology()
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			if p := filepath.Join(root, tt.file); !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q: want it to name %s and contain %q", err, p, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{in: "", want: nil},
+		{in: "0", want: []int{0}},
+		{in: "0-3,8", want: []int{0, 1, 2, 3, 8}},
+		{in: "0,4", want: []int{0, 4}},
+		{in: "4,0-1,1", want: []int{0, 1, 4}},
+		{in: "0-1048577", wantErr: true}, // beyond maxCPUID
+		{in: "3-1", wantErr: true},
+		{in: "0,", wantErr: true},
+		{in: "x", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseCPUList(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseCPUList(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("parseCPUList(%q) (-want +got):\n%s", tt.in, diff)
+			}
+		})
+	}
+	if got, err := parseCPUList("0-1048576"); err != nil || len(got) != maxCPUID+1 {
+		t.Errorf("parseCPUList up to maxCPUID = %d CPUs, %v; want %d", len(got), err, maxCPUID+1)
+	}
+}
+
+// TestThisMachineTopology checks the real machine's topology for
+// consistency, not exact values.
+func TestThisMachineTopology(t *testing.T) {
+	if _, err := os.Stat("/sys/devices/system/cpu"); err != nil {
+		t.Skipf("no /sys/devices/system/cpu: %v", err)
+	}
+	h := New(Config{})
+	topo, err := h.Topology()
+	if err != nil {
+		t.Fatalf("Topology: %v", err)
+	}
+	if err := topo.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	cpus, err := h.CPUs()
+	if err != nil {
+		t.Fatalf("CPUs: %v", err)
+	}
+	if len(topo.CPUs) != cpus {
+		t.Errorf("Topology has %d CPUs, CPUs() = %d", len(topo.CPUs), cpus)
+	}
+	var mem uint64
+	for _, n := range topo.NUMANodes {
+		mem += n.MemoryBytes
+	}
+	if mem == 0 {
+		t.Errorf("NUMA nodes %+v hold no memory", topo.NUMANodes)
+	}
+	if s, err := os.ReadFile("/sys/devices/system/node/online"); err == nil {
+		n, err := countCPUList(strings.TrimSpace(string(s)))
+		if err != nil || n != len(topo.NUMANodes) {
+			t.Errorf("node/online %q lists %d nodes (%v), Topology has %d", s, n, err, len(topo.NUMANodes))
 		}
 	}
 }
