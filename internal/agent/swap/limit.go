@@ -5,6 +5,8 @@ import (
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
+
+	podreg "knode/internal/registry/pod"
 )
 
 // SystemCriticalPriority is the priority of system-cluster-critical
@@ -91,77 +93,11 @@ func isCritical(pod *corev1.Pod) bool {
 }
 
 // podQOS is upstream's GetPodQOS: the class the API server recorded in
-// status.qosClass, or, when that is empty, the class computed from the
-// spec.
-//
-// The computation matches the one knode's pod registry stamps at creation
-// (internal/registry/pod qosClass, unexported there), itself upstream's
-// ComputePodQOS: only positive cpu and memory quantities count, over regular
-// and init containers, unless pod-level resources name cpu or memory.
-// BestEffort when nothing is requested or limited; Guaranteed when every
-// container limits both cpu and memory and the summed requests equal the
-// summed limits; Burstable otherwise.
+// status.qosClass, or, when that is empty, the class the pod registry
+// computes from the spec (upstream's ComputePodQOS).
 func podQOS(pod *corev1.Pod) corev1.PodQOSClass {
 	if pod.Status.QOSClass != "" {
 		return pod.Status.QOSClass
 	}
-	var lists []corev1.ResourceRequirements
-	if r := pod.Spec.Resources; r != nil && (namesCPUOrMemory(r.Requests) || namesCPUOrMemory(r.Limits)) {
-		lists = []corev1.ResourceRequirements{*r}
-	} else {
-		for _, c := range pod.Spec.InitContainers {
-			lists = append(lists, c.Resources)
-		}
-		for _, c := range pod.Spec.Containers {
-			lists = append(lists, c.Resources)
-		}
-	}
-	requests, limits := corev1.ResourceList{}, corev1.ResourceList{}
-	guaranteed := true
-	for _, r := range lists {
-		addPositive(requests, r.Requests)
-		if cpu, mem := addPositive(limits, r.Limits); !cpu || !mem {
-			guaranteed = false
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return corev1.PodQOSBestEffort
-	}
-	if guaranteed && len(requests) == len(limits) {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				return corev1.PodQOSBurstable
-			}
-		}
-		return corev1.PodQOSGuaranteed
-	}
-	return corev1.PodQOSBurstable
-}
-
-func namesCPUOrMemory(list corev1.ResourceList) bool {
-	_, cpu := list[corev1.ResourceCPU]
-	_, mem := list[corev1.ResourceMemory]
-	return cpu || mem
-}
-
-// addPositive adds list's positive cpu and memory quantities into sum and
-// says which of the two it found.
-func addPositive(sum, list corev1.ResourceList) (cpu, memory bool) {
-	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		q, ok := list[name]
-		if !ok || q.Sign() <= 0 {
-			continue
-		}
-		total := q.DeepCopy()
-		if prev, ok := sum[name]; ok {
-			total.Add(prev)
-		}
-		sum[name] = total
-		if name == corev1.ResourceCPU {
-			cpu = true
-		} else {
-			memory = true
-		}
-	}
-	return cpu, memory
+	return podreg.QOSClass(&pod.Spec)
 }

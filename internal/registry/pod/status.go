@@ -24,7 +24,7 @@ func prepareForCreate(obj runtime.Object) {
 	pod := obj.(*v1.Pod)
 	pod.Status = v1.PodStatus{
 		Phase:    v1.PodPending,
-		QOSClass: qosClass(&pod.Spec),
+		QOSClass: QOSClass(&pod.Spec),
 	}
 	if len(pod.Spec.SchedulingGates) > 0 {
 		pod.Status.Conditions = []v1.PodCondition{{
@@ -36,7 +36,7 @@ func prepareForCreate(obj runtime.Object) {
 	}
 }
 
-// qosClass classifies a pod as upstream's ComputePodQOS does, counting only
+// QOSClass classifies a pod as upstream's ComputePodQOS does, counting only
 // cpu and memory with positive quantities over regular and init containers:
 // BestEffort when nothing is requested or limited; Guaranteed when every
 // container limits both cpu and memory and the summed requests equal the
@@ -45,7 +45,7 @@ func prepareForCreate(obj runtime.Object) {
 //
 // A pod holding a quantity too large to add up (see maxQuantityDigits) is
 // called Burstable without adding; validation refuses such a pod anyway.
-func qosClass(spec *v1.PodSpec) v1.PodQOSClass {
+func QOSClass(spec *v1.PodSpec) v1.PodQOSClass {
 	if hasTooLargeQuantity(spec) {
 		return v1.PodQOSBurstable
 	}

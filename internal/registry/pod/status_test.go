@@ -83,7 +83,7 @@ func TestQOSClass(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := &v1.PodSpec{Containers: tc.containers, InitContainers: tc.initContainers, Resources: tc.podResources}
-			if got := qosClass(spec); got != tc.want {
+			if got := QOSClass(spec); got != tc.want {
 				t.Errorf("qosClass = %s, want %s", got, tc.want)
 			}
 		})
