@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	knodemetrics "knode/internal/metrics"
 )
 
 // ErrMetricsRegistered is returned by New when the Registerer already holds
@@ -41,20 +43,7 @@ func newMetrics() *metrics {
 	}
 }
 
-// register adds the series to r; nil r registers nothing. A series r
-// already holds is an error wrapping ErrMetricsRegistered.
+// register adds the series to r (see metrics.Register).
 func (m *metrics) register(r prometheus.Registerer) error {
-	if r == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{m.requests, m.errors, m.duration} {
-		if err := r.Register(c); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if errors.As(err, &already) {
-				return errors.Join(ErrMetricsRegistered, err)
-			}
-			return err
-		}
-	}
-	return nil
+	return knodemetrics.Register(r, ErrMetricsRegistered, m.requests, m.errors, m.duration)
 }

@@ -1,9 +1,9 @@
 package podgc
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	knodemetrics "knode/internal/metrics"
 )
 
 // metrics are upstream's pod_gc_collector series, both labelled by the
@@ -30,25 +30,7 @@ func newMetrics() *metrics {
 	}
 }
 
-// register adds the series to r; nil r registers nothing. A series r
-// already holds is an error wrapping ErrMetricsRegistered. On an error
-// nothing stays registered.
+// register adds the series to r (see metrics.Register).
 func (m *metrics) register(r prometheus.Registerer) error {
-	if r == nil {
-		return nil
-	}
-	collectors := []prometheus.Collector{m.deletions, m.errors}
-	for i, c := range collectors {
-		if err := r.Register(c); err != nil {
-			for _, done := range collectors[:i] {
-				r.Unregister(done)
-			}
-			var already prometheus.AlreadyRegisteredError
-			if errors.As(err, &already) {
-				return errors.Join(ErrMetricsRegistered, err)
-			}
-			return err
-		}
-	}
-	return nil
+	return knodemetrics.Register(r, ErrMetricsRegistered, m.deletions, m.errors)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	knodemetrics "knode/internal/metrics"
 )
 
 // ForcedDetachesMetric is the full name of the forced-detach counter, as
@@ -34,18 +36,7 @@ func newMetrics() *metrics {
 	}
 }
 
-// register adds the series to r; nil r registers nothing. A series r
-// already holds is an error wrapping ErrMetricsRegistered.
+// register adds the series to r (see metrics.Register).
 func (m *metrics) register(r prometheus.Registerer) error {
-	if r == nil {
-		return nil
-	}
-	if err := r.Register(m.forced); err != nil {
-		var already prometheus.AlreadyRegisteredError
-		if errors.As(err, &already) {
-			return errors.Join(ErrMetricsRegistered, err)
-		}
-		return err
-	}
-	return nil
+	return knodemetrics.Register(r, ErrMetricsRegistered, m.forced)
 }
