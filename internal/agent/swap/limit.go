@@ -50,7 +50,7 @@ func Limit(pod *corev1.Pod, container *corev1.Container, behavior string, nodeMe
 	default:
 		return 0, fmt.Errorf("unknown swap behavior %s", behavior)
 	}
-	if isCritical(pod) || podQOS(pod) != corev1.PodQOSBurstable {
+	if isCritical(pod) || podreg.PodQOS(pod) != corev1.PodQOSBurstable {
 		return 0, nil
 	}
 	// Upstream also rules out "request and limit both zero"; equal
@@ -90,14 +90,4 @@ func isCritical(pod *corev1.Pod) bool {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority
-}
-
-// podQOS is upstream's GetPodQOS: the class the API server recorded in
-// status.qosClass, or, when that is empty, the class the pod registry
-// computes from the spec (upstream's ComputePodQOS).
-func podQOS(pod *corev1.Pod) corev1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	return podreg.QOSClass(&pod.Spec)
 }

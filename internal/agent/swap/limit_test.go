@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	podreg "knode/internal/registry/pod"
 )
 
 const (
@@ -186,8 +188,8 @@ func TestPodQOS(t *testing.T) {
 		{name: "status wins", pod: withQOS(podWith(ctr(nil, nil)), corev1.PodQOSGuaranteed), want: corev1.PodQOSGuaranteed},
 	}
 	for _, tt := range tests {
-		if got := podQOS(tt.pod); got != tt.want {
-			t.Errorf("%s: podQOS = %s, want %s", tt.name, got, tt.want)
+		if got := podreg.PodQOS(tt.pod); got != tt.want {
+			t.Errorf("%s: PodQOS = %s, want %s", tt.name, got, tt.want)
 		}
 	}
 }

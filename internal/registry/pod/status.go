@@ -36,6 +36,15 @@ func prepareForCreate(obj runtime.Object) {
 	}
 }
 
+// PodQOS is the class the API server recorded in pod's status.qosClass,
+// or, when that is empty, QOSClass of its spec (upstream's GetPodQOS).
+func PodQOS(pod *v1.Pod) v1.PodQOSClass {
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	return QOSClass(&pod.Spec)
+}
+
 // QOSClass classifies a pod as upstream's ComputePodQOS does, counting only
 // cpu and memory with positive quantities over regular and init containers:
 // BestEffort when nothing is requested or limited; Guaranteed when every
