@@ -30,6 +30,9 @@ func startAgent(t *testing.T, s *server, name, rootDir string, extra ...string) 
 	t.Cleanup(func() {
 		p.stop()
 		killContainers(rootDir)
+		// A failed test can leave its pods' volumes mounted; detach them
+		// so the temp dir goes.
+		unmountUnder(t, rootDir)
 		if t.Failed() {
 			t.Logf("--- agent %s log (tail) ---\n%s", name, tail(p.stderr.String(), 20))
 		}
