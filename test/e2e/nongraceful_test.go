@@ -277,7 +277,7 @@ func TestNonGracefulShutdown(t *testing.T) {
 		return len(evs) == 1 && evs[0].Type == corev1.EventTypeNormal, describeEvents(evs)
 	})
 	eventually(t, "node-a's agent unmounted the dead pod's volume", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
-		m := mountedUnder(t, rootA)
+		m := mountsUnder(t, rootA)
 		return len(m) == 0, strings.Join(m, " ")
 	})
 	if hasTaint(getNode("node-a"), volume.TaintOutOfService, corev1.TaintEffectNoExecute) == nil {
@@ -411,7 +411,7 @@ func TestStatefulSetRollout(t *testing.T) {
 		waitPodGone(t, client, "db-"+strconv.Itoa(i), "")
 	}
 	eventually(t, "the agent unmounted every volume", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
-		m := mountedUnder(t, root)
+		m := mountsUnder(t, root)
 		return len(m) == 0, strings.Join(m, " ")
 	})
 }

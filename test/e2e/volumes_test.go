@@ -18,23 +18,6 @@ import (
 	"knode/internal/volume"
 )
 
-// mountedUnder counts the mount points of this machine under dir.
-func mountedUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			out = append(out, f[4])
-		}
-	}
-	return out
-}
-
 // volumePod is a pod pinned to node that mounts the claim at /data and runs
 // script.
 func volumePod(name, node, claim, script string, policy corev1.RestartPolicy) map[string]any {
@@ -177,7 +160,7 @@ func TestVolumesEndToEnd(t *testing.T) {
 	})
 	publish := volume.PublishPath(roots["node-1"], writer.UID, pv.Name)
 	staging := volume.StagingPath(roots["node-1"], volume.BuiltinDriver, handle)
-	mounts := mountedUnder(t, roots["node-1"])
+	mounts := mountsUnder(t, roots["node-1"])
 	for _, want := range []string{publish, staging} {
 		if !slices.Contains(mounts, want) {
 			t.Errorf("%s is not mounted; mounts under node-1's root: %v", want, mounts)
@@ -205,7 +188,7 @@ func TestVolumesEndToEnd(t *testing.T) {
 	if _, err := client.CoreV1().Pods("default").Get(ctx, "writer", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("pod writer still exists after its volume was detached: %v", err)
 	}
-	if m := mountedUnder(t, roots["node-1"]); len(m) > 0 {
+	if m := mountsUnder(t, roots["node-1"]); len(m) > 0 {
 		t.Errorf("node-1 still has mounts after the pod left: %v", m)
 	}
 
@@ -239,7 +222,7 @@ func TestVolumesEndToEnd(t *testing.T) {
 		return os.IsNotExist(err), "volume directory still there"
 	})
 	for _, root := range roots {
-		if m := mountedUnder(t, root); len(m) > 0 {
+		if m := mountsUnder(t, root); len(m) > 0 {
 			t.Errorf("mounts left under %s: %v", root, m)
 		}
 	}
