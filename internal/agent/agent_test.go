@@ -70,7 +70,10 @@ type cluster struct {
 
 	mu       sync.Mutex
 	requests []request
-	notify   chan struct{}
+	// watches are the watch requests the server has begun to serve, logged
+	// as they arrive: a watch is in requests only once it has ended.
+	watches []request
+	notify  chan struct{}
 	// failStatus makes the next this many status PATCHes answer 500.
 	failStatus atomic.Int32
 }
@@ -95,6 +98,17 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) record(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		if r.URL.Query().Get("watch") == "true" {
+			c.mu.Lock()
+			c.watches = append(c.watches, request{
+				Token:  strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "),
+				Method: r.Method,
+				Path:   r.URL.Path,
+				Query:  r.URL.RawQuery,
+			})
+			c.mu.Unlock()
+			c.wake()
+		}
 		if r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/status") && c.failStatus.Add(-1) >= 0 {
 			rec.Header().Set("Content-Type", "application/json")
 			rec.WriteHeader(http.StatusInternalServerError)
@@ -111,11 +125,16 @@ func (c *cluster) record(api http.Handler) http.Handler {
 			Code:   rec.code,
 		})
 		c.mu.Unlock()
-		select {
-		case c.notify <- struct{}{}:
-		default:
-		}
+		c.wake()
 	})
+}
+
+// wake tells a waiter that the logs changed.
+func (c *cluster) wake() {
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
 }
 
 type statusRecorder struct {
@@ -144,8 +163,13 @@ func (c *cluster) client(t *testing.T, token string) kubernetes.Interface {
 func (c *cluster) log(keep func(request) bool) []request {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return filterRequests(c.requests, keep)
+}
+
+// filterRequests is the requests of rs that keep matches (all if nil).
+func filterRequests(rs []request, keep func(request) bool) []request {
 	var out []request
-	for _, r := range c.requests {
+	for _, r := range rs {
 		if keep == nil || keep(r) {
 			out = append(out, r)
 		}
@@ -158,9 +182,25 @@ func (c *cluster) log(keep func(request) bool) []request {
 // deadline only turns a hang into a failure.
 func (c *cluster) waitForRequests(t *testing.T, what string, n int, keep func(request) bool) []request {
 	t.Helper()
+	return c.waitForLog(t, what, n, func() []request { return c.log(keep) })
+}
+
+// waitForWatch waits until the server has begun to serve a watch that
+// keep matches.
+func (c *cluster) waitForWatch(t *testing.T, what string, keep func(request) bool) {
+	t.Helper()
+	c.waitForLog(t, what, 1, func() []request {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return filterRequests(c.watches, keep)
+	})
+}
+
+func (c *cluster) waitForLog(t *testing.T, what string, n int, logged func() []request) []request {
+	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
-		if got := c.log(keep); len(got) >= n {
+		if got := logged(); len(got) >= n {
 			return got
 		}
 		select {
@@ -879,7 +919,9 @@ func TestRunReadsNodeFromItsWatch(t *testing.T) {
 	pinned := func(r request) bool {
 		return r.Token == node1Token && r.Path == "/api/v1/nodes" && strings.Contains(r.Query, "fieldSelector=metadata.name%3Dnode-1")
 	}
-	c.waitForRequests(t, "list of node-1", 1, pinned)
+	// The agent lists before it watches, and fills its cache between the
+	// two: once the server sees the watch, the cache holds the Node.
+	c.waitForWatch(t, "watch of node-1 pinned to its name", pinned)
 	isPatch := by(node1Token, http.MethodPatch, "/api/v1/nodes/node-1/status")
 	// Each step changes the CPU count, so each pass posts, whether or not
 	// the watch has brought the last post yet.
@@ -889,8 +931,8 @@ func TestRunReadsNodeFromItsWatch(t *testing.T) {
 		clk.Step(agent.DefaultNodeStatusUpdateFrequency)
 		c.waitForRequests(t, "status post", i+1, isPatch)
 		if i == 0 {
-			// The pass before this one may have read the server before
-			// the watch began.
+			// The pass before this one may have begun before the watch and
+			// read the server after mark.
 			continue
 		}
 		for _, r := range c.log(nil)[mark:] {
