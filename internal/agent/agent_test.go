@@ -419,6 +419,7 @@ func TestTryRegisterCreatesNode(t *testing.T) {
 		KernelVersion: "6.1.0-knode", OSImage: "knode simulated Linux",
 		ContainerRuntimeVersion: "knode://0.0.0-test", KubeletVersion: "v1.34.0-test",
 		OperatingSystem: "linux", Architecture: "amd64",
+		Swap: &corev1.NodeSwapStatus{Capacity: ptr.To[int64](0)},
 	}
 	if d := cmp.Diff(wantInfo, n.Status.NodeInfo); d != "" {
 		t.Errorf("nodeInfo (-want +got):\n%s", d)

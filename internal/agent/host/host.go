@@ -158,6 +158,9 @@ type Memory struct {
 	// minus the working set of the whole machine. See the implementation for
 	// how it is approximated.
 	Available uint64
+	// SwapTotal and SwapFree are /proc/meminfo's, 0 on a machine without
+	// swap.
+	SwapTotal, SwapFree uint64
 }
 
 // Hugepages is the reservation for one hugepage size.

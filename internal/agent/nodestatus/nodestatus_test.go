@@ -47,7 +47,7 @@ func TestSettersEndToEnd(t *testing.T) {
 			MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1",
 			KernelVersion: "6.1.0", OSImage: "Debian GNU/Linux 12 (bookworm)",
 			ContainerRuntimeVersion: "knode://0.1.0", KubeletVersion: "v1.34.1",
-			OperatingSystem: "linux", Architecture: "arm64",
+			OperatingSystem: "linux", Architecture: "arm64", Swap: swapOf(0),
 		},
 	}
 	if diff := cmp.Diff(want, node.Status, cmpOpts...); diff != "" {

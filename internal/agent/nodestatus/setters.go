@@ -14,6 +14,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"knode/internal/agent/host"
+	"knode/internal/agent/swap"
 )
 
 // NodeAddress sets status.addresses and the provided-node-ip annotation.
@@ -136,8 +137,8 @@ func NodeAddress(cfg Config) Setter {
 	}
 }
 
-// MachineInfo sets capacity, allocatable, and the machine, system and boot
-// IDs.
+// MachineInfo sets capacity, allocatable, the machine, system and boot
+// IDs, and nodeInfo.swap (the machine's SwapTotal, 0 without swap).
 //
 // Capacity: cpu (online CPUs), memory (MemTotal), hugepages-<size> for every
 // size the machine has (sizes it no longer has are removed),
@@ -166,6 +167,7 @@ func MachineInfo(cfg Config) Setter {
 		var memory int64
 		if f.Err(host.FactMemory) == nil {
 			memory = clampInt64(f.Memory.Capacity)
+			st.NodeInfo.Swap = swap.NodeSwapStatus(clampInt64(f.Memory.SwapTotal), f.Memory.SwapTotal > 0)
 		}
 		st.Capacity[corev1.ResourceMemory] = *resource.NewQuantity(memory, resource.BinarySI)
 		st.Capacity[corev1.ResourcePods] = *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI)

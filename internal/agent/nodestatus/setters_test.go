@@ -66,7 +66,7 @@ func TestMachineInfo(t *testing.T) {
 			facts:           machine(),
 			wantCapacity:    defaultCapacity(),
 			wantAllocatable: defaultAllocatable(),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name: "kube and system reserved add up with the eviction reservation",
@@ -81,7 +81,7 @@ func TestMachineInfo(t *testing.T) {
 				"memory", q("7092Mi"),
 				"ephemeral-storage", qb(100*gi-nodefs10-gi),
 			),
-			wantNodeInfo: corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo: corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name: "reserved larger than capacity clamps at zero",
@@ -91,7 +91,7 @@ func TestMachineInfo(t *testing.T) {
 			facts:           machine(),
 			wantCapacity:    defaultCapacity(),
 			wantAllocatable: with(defaultAllocatable(), "cpu", q("0"), "memory", q("0"), "pods", q("0")),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name:            "no thresholds: allocatable equals capacity",
@@ -99,7 +99,7 @@ func TestMachineInfo(t *testing.T) {
 			facts:           machine(),
 			wantCapacity:    defaultCapacity(),
 			wantAllocatable: defaultCapacity(),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name: "percentage memory threshold and absolute nodefs threshold",
@@ -110,7 +110,7 @@ func TestMachineInfo(t *testing.T) {
 			wantCapacity: defaultCapacity(),
 			// 10% (float32) of 8Gi is 858993472 bytes.
 			wantAllocatable: with(defaultAllocatable(), "memory", qb(8*gi-858993472), "ephemeral-storage", q("95Gi")),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name: "hugepages are capacity and come out of allocatable memory",
@@ -121,7 +121,7 @@ func TestMachineInfo(t *testing.T) {
 			}(),
 			wantCapacity:    with(defaultCapacity(), "hugepages-2Mi", q("1Gi"), "hugepages-1Gi", q("2Gi")),
 			wantAllocatable: with(defaultAllocatable(), "hugepages-2Mi", q("1Gi"), "hugepages-1Gi", q("2Gi"), "memory", q("5020Mi")),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name: "hugepages larger than memory leave no allocatable memory",
@@ -132,7 +132,7 @@ func TestMachineInfo(t *testing.T) {
 			}(),
 			wantCapacity:    with(defaultCapacity(), "hugepages-2Mi", nil, "hugepages-1Gi", q("9Gi")),
 			wantAllocatable: with(defaultAllocatable(), "hugepages-2Mi", nil, "hugepages-1Gi", q("9Gi"), "memory", q("0")),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name:            "a hugepage size the machine no longer has is removed",
@@ -141,7 +141,7 @@ func TestMachineInfo(t *testing.T) {
 			allocatable:     defaultAllocatable(),
 			wantCapacity:    with(defaultCapacity(), "hugepages-1Gi", nil),
 			wantAllocatable: with(defaultAllocatable(), "hugepages-1Gi", nil),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name:            "a failed hugepages reading keeps the entries",
@@ -149,7 +149,7 @@ func TestMachineInfo(t *testing.T) {
 			capacity:        defaultCapacity(),
 			wantCapacity:    defaultCapacity(),
 			wantAllocatable: defaultAllocatable(),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name:            "failed cpu and memory readings report zero, as upstream without machine info",
@@ -164,14 +164,14 @@ func TestMachineInfo(t *testing.T) {
 			capacity:        corev1.ResourceList{corev1.ResourceEphemeralStorage: q("50Gi")},
 			wantCapacity:    with(defaultCapacity(), "ephemeral-storage", q("50Gi")),
 			wantAllocatable: with(defaultAllocatable(), "ephemeral-storage", qb(50*gi-int64(float64(float32(0.1))*float64(50*gi)))),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name:            "a failed filesystem reading on a new node reports no ephemeral-storage",
 			facts:           withErr(machine(), host.FactRootFS, errors.New("x")),
 			wantCapacity:    with(defaultCapacity(), "ephemeral-storage", nil),
 			wantAllocatable: with(defaultAllocatable(), "ephemeral-storage", nil),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
 			name:            "failed IDs keep the previous ones",
@@ -179,7 +179,7 @@ func TestMachineInfo(t *testing.T) {
 			nodeInfo:        corev1.NodeSystemInfo{MachineID: "old-m", BootID: "old-b", KernelVersion: "kept"},
 			wantCapacity:    defaultCapacity(),
 			wantAllocatable: defaultAllocatable(),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "old-m", BootID: "old-b", KernelVersion: "kept"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "old-m", BootID: "old-b", KernelVersion: "kept", Swap: swapOf(0)},
 		},
 		{
 			name:            "other resources are kept and fully allocatable",
@@ -187,7 +187,14 @@ func TestMachineInfo(t *testing.T) {
 			capacity:        corev1.ResourceList{"example.com/gpu": q("2")},
 			wantCapacity:    with(defaultCapacity(), "example.com/gpu", q("2")),
 			wantAllocatable: with(defaultAllocatable(), "example.com/gpu", q("2")),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
+		},
+		{
+			name:            "swap capacity is the machine's SwapTotal",
+			facts:           func() host.Facts { f := machine(); f.Memory.SwapTotal, f.Memory.SwapFree = 2*uint64(gi), uint64(gi); return f }(),
+			wantCapacity:    defaultCapacity(),
+			wantAllocatable: defaultAllocatable(),
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(2 * gi)},
 		},
 		{
 			name:            "maxPods",
@@ -195,7 +202,7 @@ func TestMachineInfo(t *testing.T) {
 			facts:           machine(),
 			wantCapacity:    with(defaultCapacity(), "pods", q("20")),
 			wantAllocatable: with(defaultAllocatable(), "pods", q("20")),
-			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"},
+			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 	}
 	for _, tt := range tests {
@@ -562,4 +569,8 @@ func TestReadyCondition(t *testing.T) {
 			}
 		})
 	}
+}
+
+func swapOf(bytes int64) *corev1.NodeSwapStatus {
+	return &corev1.NodeSwapStatus{Capacity: &bytes}
 }

@@ -56,6 +56,8 @@ type Options struct {
 	// The built-in CSI driver's node side.
 	BuiltinStorage bool
 	StorageDir     string
+	// Resources are the flags of swap, cgroups and the resource managers.
+	Resources ResourceOptions
 }
 
 // DefaultRootDir is where the agent keeps its state by default.
@@ -86,6 +88,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogindDropInDir, "logind-drop-in-dir", logind.DefaultDropInDir, "where graceful shutdown writes the logind drop-in that raises InhibitDelayMaxSec")
 	fs.BoolVar(&o.BuiltinStorage, "builtin-storage", true, "run the node side of the built-in CSI driver when --storage-dir exists")
 	fs.StringVar(&o.StorageDir, "storage-dir", DefaultStorageDir, "data directory of the built-in CSI driver, the same the server uses (this machine, or a shared mount); the node side runs only when it exists")
+	o.Resources.addFlags(fs)
 	fs.DurationVar(&o.ShutdownStatusReserve, "shutdown-status-reserve", 2*time.Second, "time kept, after the last priority group, for the pods' final statuses to reach the API server before the shutdown lock is released; asked of logind on top of the groups")
 }
 
@@ -120,6 +123,9 @@ type Settings struct {
 	// StorageDir is the built-in CSI driver's data directory; empty turns
 	// its node side off.
 	StorageDir string
+	// Resources are swap, cgroups and the CPU, memory and topology
+	// managers.
+	Resources ResourceSettings
 }
 
 // Complete reads the config file, applies the flags that fs says were set,
@@ -214,6 +220,9 @@ func (o *Options) Complete(fs *pflag.FlagSet) (Settings, error) {
 	if s.SystemReserved, err = resourceList("systemReserved", file.SystemReserved); err != nil {
 		errs = append(errs, err)
 	}
+	var resErrs []error
+	s.Resources, resErrs = o.Resources.completeResources(fs, file, s.KubeReserved, s.SystemReserved)
+	errs = append(errs, resErrs...)
 	if file.EvictionHard != nil {
 		if s.EvictionHard, err = nodestatus.ThresholdsFromMap(file.EvictionHard); err != nil {
 			errs = append(errs, fmt.Errorf("evictionHard: %w", err))

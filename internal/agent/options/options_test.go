@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"knode/internal/agent/cpumanager"
+	"knode/internal/agent/memorymanager"
 	"knode/internal/agent/nodestatus"
 	"knode/internal/agent/options"
 	"knode/internal/agent/shutdown"
@@ -166,6 +168,19 @@ func defaults() options.Settings {
 		LogindDropInDir:           "/etc/systemd/logind.conf.d",
 		ShutdownStatusReserve:     2 * time.Second,
 		StorageDir:                options.DefaultStorageDir,
+		Resources: options.ResourceSettings{
+			FailSwapOn:                true,
+			CgroupsPerQOS:             true,
+			EnforceNodeAllocatable:    []string{"pods"},
+			CPUCFSQuota:               true,
+			CPUCFSQuotaPeriod:         100 * time.Millisecond,
+			PodPidsLimit:              -1,
+			CPUManager:                cpumanager.Config{Policy: "none"},
+			CPUManagerReconcilePeriod: 10 * time.Second,
+			MemoryManager:             memorymanager.Config{Policy: "None"},
+			TopologyManagerPolicy:     "none",
+			TopologyManagerScope:      "container",
+		},
 	}
 }
 
@@ -189,6 +204,8 @@ func fromFullConfig(path string) options.Settings {
 		{Signal: nodestatus.SignalNodeFsAvailable, Percentage: 0.15},
 	}
 	s.Shutdown = shutdown.Settings{GracePeriod: 30 * time.Second, CriticalPods: 10 * time.Second}
+	s.Resources.CPUManager.ReservedCPU = q("100m")
+	s.Resources.MemoryManager.NodeAllocatableReservation = corev1.ResourceList{"memory": q("768Mi")}
 	s.Address, s.Port = "127.0.0.2", 11250
 	s.TLSCertFile, s.TLSPrivateKeyFile, s.ClientCAFile = "/etc/knode/agent.crt", "/etc/knode/agent.key", "/etc/knode/ca.crt"
 	return s
@@ -355,6 +372,24 @@ func TestCompleteRefusesBadInput(t *testing.T) {
 			wantErr: []string{"--node-labels", "example.k8s.io/x"}},
 		{name: "invalid label value", args: []string{"--node-labels", "team=not a value"}, wantErr: []string{"invalid node labels", "not a value"}},
 		{name: "invalid label key", args: []string{"--node-labels", "-team=a"}, wantErr: []string{"invalid node labels", "-team"}},
+		{name: "removed swap behavior", file: header + "memorySwap:\n  swapBehavior: UnlimitedSwap\n", wantErr: []string{"memorySwap.swapBehavior", "UnlimitedSwap"}},
+		{name: "systemd cgroup driver", file: header + "cgroupDriver: systemd\n", wantErr: []string{"cgroupDriver (--cgroup-driver)", `"systemd"`, `"cgroupfs"`}},
+		{name: "none with pods", args: []string{"--enforce-node-allocatable", "none,pods"}, wantErr: []string{"enforceNodeAllocatable", `"none" cannot be combined`}},
+		{name: "kube-reserved enforcement", args: []string{"--enforce-node-allocatable", "pods,kube-reserved"}, wantErr: []string{"enforceNodeAllocatable", `"kube-reserved"`, `only "pods"`}},
+		{name: "pods without per-QoS cgroups", args: []string{"--cgroups-per-qos=false"}, wantErr: []string{"enforceNodeAllocatable", "cgroupsPerQOS"}},
+		{name: "unknown cpu manager policy", args: []string{"--cpu-manager-policy", "dynamic"}, wantErr: []string{"cpuManagerPolicy (--cpu-manager-policy)", `unknown policy: "dynamic"`}},
+		{name: "static without reserved cpu", args: []string{"--cpu-manager-policy", "static"}, wantErr: []string{"cpuManagerPolicy", "greater than zero"}},
+		{name: "bad reserved cpus", args: []string{"--cpu-manager-policy", "static", "--reserved-cpus", "a-b"}, wantErr: []string{"reservedSystemCPUs", `"a-b"`}},
+		{name: "unknown cpu manager option", args: []string{"--cpu-manager-policy", "static", "--reserved-cpus", "0", "--cpu-manager-policy-options", "spread=true"}, wantErr: []string{"cpuManagerPolicy", `"spread"`}},
+		{name: "unknown memory manager policy", args: []string{"--memory-manager-policy", "static"}, wantErr: []string{"memoryManagerPolicy (--memory-manager-policy)", `"static"`}},
+		{name: "Static memory without reservation", args: []string{"--memory-manager-policy", "Static"}, wantErr: []string{"reservedMemory (--reserved-memory)", "at least one NUMA node"}},
+		{name: "reserved memory without node", args: []string{"--reserved-memory", "memory=1Gi"}, wantErr: []string{"--reserved-memory", "<numa node>:"}},
+		{name: "reserved memory bad quantity", args: []string{"--reserved-memory", "0:memory=lots"}, wantErr: []string{"--reserved-memory", "memory", `"lots"`}},
+		{name: "reserved memory unsupported resource", args: []string{"--reserved-memory", "0:cpu=1"}, wantErr: []string{"memoryManagerPolicy", `limit type "cpu"`}},
+		{name: "unknown topology policy", args: []string{"--topology-manager-policy", "strict"}, wantErr: []string{"topologyManagerPolicy (--topology-manager-policy)", `"strict"`}},
+		{name: "unknown topology scope", args: []string{"--topology-manager-scope", "node"}, wantErr: []string{"topologyManagerScope (--topology-manager-scope)", `"node"`}},
+		{name: "bad cfs period", args: []string{"--cpu-cfs-quota-period", "2s"}, wantErr: []string{"cpuCFSQuotaPeriod (--cpu-cfs-quota-period)", "between 1ms and 1s"}},
+		{name: "bad pod pids limit", args: []string{"--pod-max-pids", "-2"}, wantErr: []string{"podPidsLimit (--pod-max-pids) -2"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -371,7 +371,8 @@ func parseDistances(s string, nodes []int) (map[int]int, error) {
 	return out, nil
 }
 
-// Memory reads MemTotal, MemFree and Inactive(file) from /proc/meminfo.
+// Memory reads MemTotal, MemFree, Inactive(file), SwapTotal and SwapFree
+// from /proc/meminfo.
 func (h *Host) Memory() (host.Memory, error) {
 	p := "/proc/meminfo"
 	b, err := os.ReadFile(h.path(p))
@@ -387,7 +388,12 @@ func (h *Host) Memory() (host.Memory, error) {
 	if available > total {
 		available = total
 	}
-	return host.Memory{Capacity: total, Available: available}, nil
+	m := host.Memory{Capacity: total, Available: available}
+	// A kernel built without swap has no Swap lines: no swap.
+	if sw, err := parseMeminfo(b, "SwapTotal", "SwapFree"); err == nil {
+		m.SwapTotal, m.SwapFree = sw[0], sw[1]
+	}
+	return m, nil
 }
 
 // parseMeminfo returns the named /proc/meminfo fields in bytes, in the

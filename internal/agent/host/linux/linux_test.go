@@ -55,7 +55,7 @@ func TestFakeRoot(t *testing.T) {
 				},
 				CPUs: 5,
 				// available = MemFree + Inactive(file) = 2048000 kB + 4900000 kB
-				Memory:    host.Memory{Capacity: 16384000 * 1024, Available: (2048000 + 4900000) * 1024},
+				Memory:    host.Memory{Capacity: 16384000 * 1024, Available: (2048000 + 4900000) * 1024, SwapTotal: 2097148 * 1024, SwapFree: 2000000 * 1024},
 				Hugepages: []host.Hugepages{{PageSize: 2 << 20, Pages: 512}, {PageSize: 1 << 30, Pages: 2}},
 				// threads-max is lower than pid_max; running is the loadavg total.
 				PIDs: host.PIDs{Max: 95432, Running: 1234},
