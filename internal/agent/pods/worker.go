@@ -5,10 +5,12 @@
 // One pass (Sync) reads the Node and the pods bound to it (the list uses
 // the spec.nodeName field selector, which the node authorizer requires),
 // then, for each pod in creation order:
-//   - a new pod is admitted or rejected (Admit): a rejected pod gets phase
-//     Failed with the kubelet's reason and "Pod was rejected: " message, and
-//     a Warning event;
-//   - an admitted pod is started in the runtime, and its status (phase,
+//   - a new pod is admitted or rejected (Admit, then the container
+//     manager's admission, which allocates exclusive CPUs, memory and
+//     devices): a rejected pod gets phase Failed with the kubelet's reason
+//     and "Pod was rejected: " message, and a Warning event;
+//   - an admitted pod gets its cgroup from the container manager and is
+//     started in the runtime, and its status (phase,
 //     conditions, container statuses, start time, host and pod IPs) is
 //     written whenever it changed;
 //   - a pod with a deletionTimestamp is stopped within its grace period;
@@ -17,6 +19,10 @@
 //     a uid precondition, as the kubelet does;
 //   - a pod the runtime holds that is gone from the API (force-deleted) is
 //     stopped and removed.
+//
+// A finished or removed pod's resources go back to the container manager;
+// when that changes the shared CPU pool, the runtime updates the running
+// containers (runtime.ResourceUpdater).
 //
 // Run lists and watches the node's pods into a local cache (the role of
 // the kubelet's API pod source), and loops Sync on every change, on the
@@ -102,6 +108,12 @@ type Config struct {
 	// start and tears them down after they stopped, before the deletion is
 	// finished. nil: pods start at once and nothing is mounted.
 	Volumes Volumes
+	// Resources, when set, is the node's container manager: it allocates
+	// CPUs, memory and devices to a pod that passed admission (or rejects
+	// it), makes the pod's cgroup before its containers start, and releases
+	// both once the pod's containers are gone. nil: pods get no cgroups of
+	// the agent's and no exclusive resources.
+	Resources Resources
 	// VolumeRetryPeriod is how soon Run passes again while a pod waits for
 	// its volumes; zero means DefaultVolumeRetryPeriod.
 	VolumeRetryPeriod time.Duration
@@ -118,6 +130,24 @@ type Volumes interface {
 	Teardown(ctx context.Context, uid types.UID) (done bool, err error)
 	// Cleanup tears down the volumes of pods keep does not claim.
 	Cleanup(ctx context.Context, keep func(types.UID) bool) error
+}
+
+// Resources is the node's container manager (internal/agent/cm) as the
+// worker uses it.
+type Resources interface {
+	// Admit allocates what pod's containers need exclusively, or says why
+	// it cannot run here. A pod admitted before, by this agent or by one
+	// before it, is admitted again with what it holds.
+	Admit(pod *corev1.Pod) (reason, message string, ok bool)
+	// PodStarting makes the pod's cgroup before its first container.
+	PodStarting(pod *corev1.Pod) error
+	// RemovePod releases what Admit allocated and the pod's cgroup; the
+	// pod's containers are gone. Calling it again does nothing.
+	RemovePod(uid types.UID)
+	// Sync retries what earlier calls could not finish, and reports
+	// whether running containers' resources changed since the last Sync
+	// (the CPU manager's shared pool grew or shrank).
+	Sync() (changed bool)
 }
 
 // DefaultVolumeRetryPeriod paces passes while a pod waits for its volumes
@@ -165,6 +195,9 @@ type Worker struct {
 	syncing sync.Mutex
 	// admitted holds the pods admitted here and not yet finished with.
 	admitted map[types.UID]bool
+	// holding are the pods the container manager admitted and has not
+	// released.
+	holding map[types.UID]bool
 	// last is the latest copy seen of each pod the runtime holds, for
 	// the grace period of one that disappears from the API.
 	last map[types.UID]*corev1.Pod
@@ -202,6 +235,7 @@ func New(cfg Config) (*Worker, error) {
 		log:      cfg.Logger.With("node", cfg.NodeName),
 		pods:     cfg.Pods,
 		admitted: map[types.UID]bool{},
+		holding:  map[types.UID]bool{},
 		last:     map[types.UID]*corev1.Pod{},
 		wake:     make(chan struct{}, 1),
 		terms:    map[types.UID]*termination{},
@@ -250,8 +284,9 @@ func (w *Worker) Sync(ctx context.Context) error {
 	}
 	pass := &pass{node: node, allocatable: allocatable, hostIPs: HostIPs(node), now: w.cfg.Clock.Now()}
 	for _, p := range pods {
-		if _, err := w.cfg.Runtime.PodStatus(p.UID); err == nil {
+		if _, err := w.cfg.Runtime.PodStatus(p.UID); err == nil && !w.admitted[p.UID] {
 			w.admitted[p.UID] = true
+			w.readmit(p)
 		}
 		if w.admitted[p.UID] && p.DeletionTimestamp == nil && !terminal(p.Status.Phase) {
 			pass.active = append(pass.active, p)
@@ -287,10 +322,51 @@ func (w *Worker) Sync(ctx context.Context) error {
 		if !seen[uid] {
 			if _, err := w.cfg.Runtime.PodStatus(uid); err != nil {
 				delete(w.admitted, uid)
+				w.release(uid)
 			}
 		}
 	}
+	if err := w.syncResources(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// readmit hands the container manager a pod the runtime already runs (an
+// agent restart), so that it counts what the pod holds.
+func (w *Worker) readmit(pod *corev1.Pod) {
+	if w.cfg.Resources == nil {
+		return
+	}
+	reason, message, ok := w.cfg.Resources.Admit(pod)
+	if !ok {
+		w.log.Warn("a running pod's resources could not be restored", "pod", klogName(pod), "reason", reason, "message", message)
+		return
+	}
+	w.holding[pod.UID] = true
+}
+
+// release returns a finished pod's resources to the container manager.
+func (w *Worker) release(uid types.UID) {
+	if w.holding[uid] {
+		w.cfg.Resources.RemovePod(uid)
+		delete(w.holding, uid)
+	}
+}
+
+// syncResources lets the container manager retry its cleanups and, when
+// the shared CPU pool changed, has the runtime apply it to the running
+// containers.
+func (w *Worker) syncResources(ctx context.Context) error {
+	if w.cfg.Resources == nil || !w.cfg.Resources.Sync() {
+		return nil
+	}
+	if u, ok := w.cfg.Runtime.(runtime.ResourceUpdater); ok {
+		if err := u.UpdateResources(ctx); err != nil {
+			return fmt.Errorf("updating running containers' resources: %w", err)
+		}
+	}
+	return nil
 }
 
 // podsOn is the node's pods: the cached ones once the cache is filled,
@@ -360,6 +436,7 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 		if known && !rs.Stopped() {
 			return nil
 		}
+		w.release(pod.UID)
 		_, err := w.teardownVolumes(ctx, pod.UID)
 		return err
 	case !w.admitted[pod.UID]:
@@ -369,6 +446,13 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 		}
 		if rej == nil {
 			rej = Admit(pod, ps.node, ps.allocatable, ps.active)
+		}
+		if rej == nil && w.cfg.Resources != nil {
+			if reason, message, ok := w.cfg.Resources.Admit(pod); ok {
+				w.holding[pod.UID] = true
+			} else {
+				rej = &Rejection{Reason: reason, Message: message}
+			}
 		}
 		if rej != nil {
 			return w.reject(ctx, ps, pod, rej)
@@ -387,6 +471,11 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 		}
 	}
 	if !known {
+		if w.cfg.Resources != nil {
+			if err := w.cfg.Resources.PodStarting(pod); err != nil {
+				return fmt.Errorf("making the pod's cgroup: %w", err)
+			}
+		}
 		if err := w.cfg.Runtime.StartPod(ctx, withIPs(pod, ps.hostIPs)); err != nil {
 			return err
 		}
@@ -437,8 +526,11 @@ func (w *Worker) syncDeleting(ctx context.Context, ps *pass, pod *corev1.Pod, kn
 	delete(w.admitted, pod.UID)
 	delete(w.last, pod.UID)
 	if known {
-		return w.cfg.Runtime.RemovePod(ctx, pod.UID)
+		if err := w.cfg.Runtime.RemovePod(ctx, pod.UID); err != nil {
+			return err
+		}
 	}
+	w.release(pod.UID)
 	return nil
 }
 
@@ -462,7 +554,11 @@ func (w *Worker) removeOrphan(ctx context.Context, rs runtime.PodStatus) error {
 	delete(w.admitted, rs.UID)
 	delete(w.last, rs.UID)
 	w.log.Info("removed a pod deleted from the API", "pod", rs.Namespace+"/"+rs.Name)
-	return w.cfg.Runtime.RemovePod(ctx, rs.UID)
+	if err := w.cfg.Runtime.RemovePod(ctx, rs.UID); err != nil {
+		return err
+	}
+	w.release(rs.UID)
+	return nil
 }
 
 // teardownVolumes takes down the volumes of a pod whose containers have
