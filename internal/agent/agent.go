@@ -107,6 +107,13 @@ type Config struct {
 	// PodAdmit, when set, is asked about every new pod before the
 	// worker's own admission (see pods.Config.Admit).
 	PodAdmit func(*corev1.Pod) *pods.Rejection
+	// PodResources, when set, is the container manager the pod worker
+	// admits pods through and asks for their cgroups (pods.Config.Resources).
+	PodResources pods.Resources
+	// DeviceCapacity, when set, gives the device plugins' resources
+	// (devicemanager.Manager.Capacity); every status pass reports them in
+	// capacity and allocatable.
+	DeviceCapacity func() (capacity, allocatable map[corev1.ResourceName]int64, removed []string)
 	// StartEvents are recorded on the Node with Starting, each time the
 	// agent registers or adopts it.
 	StartEvents []nodestatus.Event
@@ -241,7 +248,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Runtime != nil {
 		// The worker reads the Node through a.nodes, which Run may fill
 		// only later: the lister below looks it up at each call.
-		worker, err := pods.New(pods.Config{Client: cfg.Client, NodeName: cfg.NodeName, Nodes: agentNodes{a}, Runtime: cfg.Runtime, Clock: cfg.Clock, Admit: cfg.PodAdmit, Volumes: workerVolumes(cfg.Volumes), Logger: a.log})
+		worker, err := pods.New(pods.Config{Client: cfg.Client, NodeName: cfg.NodeName, Nodes: agentNodes{a}, Runtime: cfg.Runtime, Clock: cfg.Clock, Admit: cfg.PodAdmit, Resources: cfg.PodResources, Volumes: workerVolumes(cfg.Volumes), Logger: a.log})
 		if err != nil {
 			return nil, err
 		}
@@ -538,7 +545,28 @@ func (a *Agent) applySetters(node *corev1.Node, facts host.Facts, now time.Time)
 	if a.cfg.Volumes != nil {
 		node.Status.VolumesInUse = a.volumesInUse()
 	}
+	if a.cfg.DeviceCapacity != nil {
+		capacity, allocatable, removed := a.cfg.DeviceCapacity()
+		nodestatus.DeviceResources(node, capacity, allocatable, removed)
+	}
 	return err
+}
+
+// devicesKey is the device plugins' resources in one string, for
+// quietPass.
+func (a *Agent) devicesKey() string {
+	if a.cfg.DeviceCapacity == nil {
+		return ""
+	}
+	capacity, allocatable, removed := a.cfg.DeviceCapacity()
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(capacity)) {
+		fmt.Fprintf(&b, "%s=%d/%d\n", name, capacity[name], allocatable[name])
+	}
+	for _, name := range slices.Sorted(slices.Values(removed)) {
+		fmt.Fprintf(&b, "%s removed\n", name)
+	}
+	return b.String()
 }
 
 // volumesInUse is the volume manager's InUse, sorted as upstream posts it.
@@ -589,12 +617,14 @@ type quietPass struct {
 	shuttingDown bool
 	// inUse is the volumes in use, joined.
 	inUse string
+	// devices is the device plugins' resources (devicesKey).
+	devices string
 }
 
 // holds reports whether a pass from node and facts would find nothing to
 // post, as the remembered one did.
-func (q quietPass) holds(node *corev1.Node, facts host.Facts, shuttingDown bool, inUse string) bool {
-	return q.resourceVersion != "" && q.resourceVersion == node.ResourceVersion && q.facts.Equal(facts) && q.shuttingDown == shuttingDown && q.inUse == inUse
+func (q quietPass) holds(node *corev1.Node, facts host.Facts, shuttingDown bool, inUse, devices string) bool {
+	return q.resourceVersion != "" && q.resourceVersion == node.ResourceVersion && q.facts.Equal(facts) && q.shuttingDown == shuttingDown && q.inUse == inUse && q.devices == devices
 }
 
 // inUseKey joins names for quietPass.
@@ -655,7 +685,8 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 		a.cfg.Volumes.ReportedInUse(node.Status.VolumesInUse)
 	}
 	inUse := inUseKey(a.volumesInUse())
-	if a.quiet.holds(node, facts, shuttingDown, inUse) && !a.schedule.Due(false, now) {
+	devices := a.devicesKey()
+	if a.quiet.holds(node, facts, shuttingDown, inUse, devices) && !a.schedule.Due(false, now) {
 		a.mu.Lock()
 		a.stats.QuietPasses++
 		a.mu.Unlock()
@@ -671,7 +702,7 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	changed := statusreport.Changed(&node.Status, &updated.Status)
 	if !a.schedule.Due(changed, now) {
 		if !changed && setErr == nil {
-			a.quiet = quietPass{resourceVersion: node.ResourceVersion, facts: facts, shuttingDown: shuttingDown, inUse: inUse}
+			a.quiet = quietPass{resourceVersion: node.ResourceVersion, facts: facts, shuttingDown: shuttingDown, inUse: inUse, devices: devices}
 		}
 		return nil
 	}

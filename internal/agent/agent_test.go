@@ -1169,3 +1169,48 @@ func TestSetterFailureDoesNotBlockStatus(t *testing.T) {
 		t.Errorf("status posts with the OS facts unreadable = %d, want 1 (conditions, capacity and addresses do not depend on them)", got)
 	}
 }
+
+// The device plugins' resources are posted as soon as they change, even on
+// a pass that would otherwise be quiet.
+func TestSyncStatusReportsDevices(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	clk := testingclock.NewFakeClock(t0)
+	h := machine("node-1", node1IP)
+	var mu sync.Mutex
+	healthy := int64(4)
+	a := newAgent(t, c, node1Token, "node-1", h, clk, func(cfg *agent.Config) {
+		cfg.DeviceCapacity = func() (map[corev1.ResourceName]int64, map[corev1.ResourceName]int64, []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return map[corev1.ResourceName]int64{"example.com/dev": 4}, map[corev1.ResourceName]int64{"example.com/dev": healthy}, nil
+		}
+	})
+	if done, err := a.TryRegister(ctx); !done || err != nil {
+		t.Fatalf("TryRegister = %v, %v", done, err)
+	}
+	devices := func() (string, string) {
+		t.Helper()
+		if err := a.SyncStatus(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.admin.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		capacity, allocatable := n.Status.Capacity["example.com/dev"], n.Status.Allocatable["example.com/dev"]
+		return capacity.String(), allocatable.String()
+	}
+	if gotCap, gotAlloc := devices(); gotCap != "4" || gotAlloc != "4" {
+		t.Errorf("capacity %s, allocatable %s; want 4 and 4", gotCap, gotAlloc)
+	}
+	// A quiet pass in between remembers the devices it saw.
+	devices()
+	mu.Lock()
+	healthy = 3
+	mu.Unlock()
+	clk.Step(time.Second)
+	if gotCap, gotAlloc := devices(); gotCap != "4" || gotAlloc != "3" {
+		t.Errorf("after a device turned unhealthy: capacity %s, allocatable %s; want 4 and 3", gotCap, gotAlloc)
+	}
+}

@@ -431,3 +431,27 @@ func ReadyCondition() Setter {
 		return nil
 	}
 }
+
+// DeviceResources puts the device plugins' resources into capacity and
+// allocatable (devicemanager.Manager.Capacity): capacity counts every
+// device, allocatable the healthy ones, and a resource whose plugin is gone
+// for good is reported as 0 in both, as upstream does, so that pods asking
+// for it stop being scheduled here. It runs after MachineInfo, which would
+// otherwise make a device resource wholly allocatable.
+func DeviceResources(node *corev1.Node, capacity, allocatable map[corev1.ResourceName]int64, removed []string) {
+	st := &node.Status
+	if st.Capacity == nil {
+		st.Capacity = corev1.ResourceList{}
+	}
+	if st.Allocatable == nil {
+		st.Allocatable = corev1.ResourceList{}
+	}
+	for name, n := range capacity {
+		st.Capacity[name] = *resource.NewQuantity(n, resource.DecimalSI)
+		st.Allocatable[name] = *resource.NewQuantity(allocatable[name], resource.DecimalSI)
+	}
+	for _, name := range removed {
+		st.Capacity[corev1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
+		st.Allocatable[corev1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
+	}
+}

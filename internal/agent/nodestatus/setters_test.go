@@ -190,8 +190,12 @@ func TestMachineInfo(t *testing.T) {
 			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(0)},
 		},
 		{
-			name:            "swap capacity is the machine's SwapTotal",
-			facts:           func() host.Facts { f := machine(); f.Memory.SwapTotal, f.Memory.SwapFree = 2*uint64(gi), uint64(gi); return f }(),
+			name: "swap capacity is the machine's SwapTotal",
+			facts: func() host.Facts {
+				f := machine()
+				f.Memory.SwapTotal, f.Memory.SwapFree = 2*uint64(gi), uint64(gi)
+				return f
+			}(),
 			wantCapacity:    defaultCapacity(),
 			wantAllocatable: defaultAllocatable(),
 			wantNodeInfo:    corev1.NodeSystemInfo{MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1", Swap: swapOf(2 * gi)},
@@ -573,4 +577,22 @@ func TestReadyCondition(t *testing.T) {
 
 func swapOf(bytes int64) *corev1.NodeSwapStatus {
 	return &corev1.NodeSwapStatus{Capacity: &bytes}
+}
+
+func TestDeviceResources(t *testing.T) {
+	node := newNode()
+	node.Status.Capacity = corev1.ResourceList{"cpu": q("4"), "example.com/old": q("2")}
+	node.Status.Allocatable = corev1.ResourceList{"cpu": q("4"), "example.com/old": q("2")}
+	DeviceResources(node,
+		map[corev1.ResourceName]int64{"example.com/gpu": 4, "example.com/nic": 2},
+		map[corev1.ResourceName]int64{"example.com/gpu": 3},
+		[]string{"example.com/old"})
+	wantCapacity := corev1.ResourceList{"cpu": q("4"), "example.com/gpu": q("4"), "example.com/nic": q("2"), "example.com/old": q("0")}
+	wantAllocatable := corev1.ResourceList{"cpu": q("4"), "example.com/gpu": q("3"), "example.com/nic": q("0"), "example.com/old": q("0")}
+	if d := cmp.Diff(wantCapacity, node.Status.Capacity, cmpOpts...); d != "" {
+		t.Errorf("capacity (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantAllocatable, node.Status.Allocatable, cmpOpts...); d != "" {
+		t.Errorf("allocatable (-want +got):\n%s", d)
+	}
 }
