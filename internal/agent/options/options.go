@@ -223,6 +223,7 @@ func (o *Options) Complete(fs *pflag.FlagSet) (Settings, error) {
 	var resErrs []error
 	s.Resources, resErrs = o.Resources.completeResources(fs, file, s.KubeReserved, s.SystemReserved)
 	errs = append(errs, resErrs...)
+	s.KubeReserved, s.SystemReserved = reserveCPUs(s.Resources.CPUManager.ReservedSystemCPUs, s.KubeReserved, s.SystemReserved)
 	if file.EvictionHard != nil {
 		if s.EvictionHard, err = nodestatus.ThresholdsFromMap(file.EvictionHard); err != nil {
 			errs = append(errs, fmt.Errorf("evictionHard: %w", err))

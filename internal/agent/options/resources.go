@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/cpuset"
 
 	"knode/internal/agent/cpumanager"
 	"knode/internal/agent/memorymanager"
@@ -333,4 +334,27 @@ func ParseReservedMemory(spec string) (memorymanager.Reservation, error) {
 // EnforcesPods reports whether enforceNodeAllocatable holds "pods".
 func (s ResourceSettings) EnforcesPods() bool {
 	return slices.Contains(s.EnforceNodeAllocatable, EnforcePods)
+}
+
+// reserveCPUs applies reservedSystemCPUs to the reservations as the kubelet
+// does: when it names CPUs, their count replaces the cpu of both
+// kubeReserved and systemReserved (as systemReserved cpu), so allocatable
+// cpu leaves them out. A set that does not parse is left to the CPU
+// manager's rules, which report it.
+func reserveCPUs(reservedSystemCPUs string, kubeReserved, systemReserved corev1.ResourceList) (corev1.ResourceList, corev1.ResourceList) {
+	set, err := cpuset.Parse(reservedSystemCPUs)
+	if err != nil || set.Size() == 0 {
+		return kubeReserved, systemReserved
+	}
+	kube := kubeReserved.DeepCopy()
+	delete(kube, corev1.ResourceCPU)
+	if len(kube) == 0 {
+		kube = nil
+	}
+	system := systemReserved.DeepCopy()
+	if system == nil {
+		system = corev1.ResourceList{}
+	}
+	system[corev1.ResourceCPU] = *resource.NewQuantity(int64(set.Size()), resource.DecimalSI)
+	return kube, system
 }

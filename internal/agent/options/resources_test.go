@@ -108,6 +108,10 @@ topologyManagerPolicyOptions:
 			if d := cmp.Diff(tc.want, s.Resources); d != "" {
 				t.Errorf("Resources (-want +got):\n%s", d)
 			}
+			// reservedSystemCPUs replaces the reserved cpu quantities.
+			if d := cmp.Diff(corev1.ResourceList{"cpu": q("1"), "memory": q("1Gi")}, s.SystemReserved); d != "" {
+				t.Errorf("systemReserved (-want +got):\n%s", d)
+			}
 		})
 	}
 }
