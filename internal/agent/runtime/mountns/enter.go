@@ -12,8 +12,8 @@ import (
 )
 
 // enter runs in the init, inside the new mount namespace: it makes the
-// namespace's mounts slaves of the host's, moves into a shadow root, makes
-// every mount and changes to the working directory.
+// namespace's mounts slaves of the host's, moves into a shadow root and
+// makes every mount. The init then changes to the working directory.
 func enter(spec Spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("making / a slave mount: %w", err)
@@ -33,11 +33,6 @@ func enter(spec Spec) error {
 	for _, m := range spec.Mounts {
 		if err := l.mount(m); err != nil {
 			return err
-		}
-	}
-	if spec.Dir != "" {
-		if err := os.Chdir(spec.Dir); err != nil {
-			return fmt.Errorf("working directory %s: %w", spec.Dir, err)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,5 +150,81 @@ func TestSetupFailureIsReported(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("setup error = %v, want one naming the missing source", err)
+	}
+}
+
+// TestNoMountsSharesTheHostNamespace: without mounts the init needs no
+// privilege, stays in the caller's mount namespace and still changes to
+// the working directory.
+func TestNoMountsSharesTheHostNamespace(t *testing.T) {
+	dir := t.TempDir()
+	own, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		t.Skipf("no mount namespace link: %v", err)
+	}
+	out, err := run(t, Spec{Dir: dir, Path: "/bin/sh", Args: []string{"sh", "-c", "readlink /proc/self/ns/mnt; pwd"}})
+	if err != nil {
+		t.Fatalf("setup failed: %v", err)
+	}
+	if want := own + "\n" + dir + "\n"; out != want {
+		t.Errorf("output %q, want %q", out, want)
+	}
+}
+
+// startHeld starts spec with Hold and returns the command, its pipe and
+// its output buffer.
+func startHeld(t *testing.T, spec Spec) (*exec.Cmd, *Pipe, *bytes.Buffer) {
+	t.Helper()
+	spec.Hold = true
+	cmd, pipe, err := Command(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	err = cmd.Start()
+	pipe.CloseChild()
+	if err != nil {
+		_ = pipe.Wait()
+		t.Fatal(err)
+	}
+	return cmd, pipe, &out
+}
+
+// TestHoldRunsAfterRelease: a released init runs the command, and what the
+// caller did between Start and Release (here: write a file) is in place.
+// That the command cannot run before the release is
+// TestHoldWithoutReleaseRunsNothing's.
+func TestHoldRunsAfterRelease(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "placed")
+	cmd, pipe, out := startHeld(t, Spec{Path: "/bin/cat", Args: []string{"cat", file}})
+	if err := os.WriteFile(file, []byte("placed before the command ran\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pipe.Release()
+	if err := pipe.Wait(); err != nil {
+		t.Fatalf("setup failed: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("command failed: %v\n%s", err, out)
+	}
+	if got := out.String(); got != "placed before the command ran\n" {
+		t.Errorf("output %q: the command ran before the release", got)
+	}
+}
+
+// TestHoldWithoutReleaseRunsNothing: an init let go without the release
+// exits without running the command, and says so.
+func TestHoldWithoutReleaseRunsNothing(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd, pipe, _ := startHeld(t, Spec{Path: "/usr/bin/touch", Args: []string{"touch", marker}})
+	err := pipe.Wait()
+	_ = cmd.Wait()
+	if err == nil || !strings.Contains(err.Error(), "did not release") {
+		t.Errorf("Wait = %v, want the init's report that it was not released", err)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the command ran without the release: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -153,11 +154,15 @@ func (r *Runtime) restoreContainer(p *pod, i int, st *containerState, now time.T
 		return
 	}
 	reason := runtime.ReasonContainerStatusUnknown
-	if cgroup := r.adoptedCgroup(p.uid, c.Name, st.Cgroup); cgroup != "" {
-		if oomKilled(cgroup) {
+	if cgroup := r.adoptedCgroup(p.spec, c, st.Cgroup); cgroup != "" {
+		// What is left in the cgroup was the container's.
+		if err := r.cg.Kill(cgroup); err != nil {
+			r.log.Warn("killing a previous agent's container cgroup failed", "pod", p.uid, "cgroup", cgroup, "err", err)
+		}
+		if r.oomKilled(cgroup) {
 			reason, message = runtime.ReasonOOMKilled, ""
 		}
-		_ = r.cg.remove(cgroup) // fails while a killed process lingers; RemovePod retries
+		_ = r.removeCgroups(p, cgroup) // fails while a killed process lingers; retried later
 	}
 	r.log.Info("a previous agent's container is no longer running", "pod", p.uid, "container", c.Name, "reason", reason)
 	p.plan.Exited(i, ExitCodeUnknown, reason, message, now)
@@ -182,29 +187,37 @@ func (r *Runtime) adopt(p *pod, i int, pid int, start uint64, cgroup string) err
 		return errGone
 	}
 	c, _ := p.plan.Container(i)
-	pr := &proc{pid: pid, cgroup: r.adoptedCgroup(p.uid, c.Name, cgroup)}
+	pr := &proc{pid: pid, cgroup: r.adoptedCgroup(p.spec, c, cgroup)}
 	p.procs[i] = pr
 	r.log.Info("adopted a previous agent's container", "pod", p.uid, "container", c.Name, "pid", pid)
 	go r.watch(p, i, pr, pidfd)
 	return nil
 }
 
-// adoptedCgroup is the cgroup directory a previous agent recorded for one
-// of pod uid's containers, if this runtime can use it: cgroups are on, and
-// it lies in the pod's cgroup.
-func (r *Runtime) adoptedCgroup(uid types.UID, name, dir string) string {
-	if dir == "" {
+// adoptedCgroup is the cgroup a previous agent recorded for container c of
+// pod, if this runtime can use it: cgroups are on, and it is a cgroup
+// directly under the pod's cgroup as Config.Resources names it now.
+// Otherwise (an absolute directory recorded by an older agent included) the
+// container is killed by process group alone.
+func (r *Runtime) adoptedCgroup(pod *corev1.Pod, c *corev1.Container, recorded string) string {
+	if recorded == "" {
 		return ""
 	}
 	if r.cg == nil {
-		r.log.Info("a previous agent's container has a cgroup, but cgroups are off; it is killed by process group", "pod", uid, "container", name, "cgroup", dir)
+		r.log.Info("a previous agent's container has a cgroup, but cgroups are off; it is killed by process group", "pod", pod.UID, "container", c.Name, "cgroup", recorded)
 		return ""
 	}
-	if filepath.Clean(dir) != dir || filepath.Dir(dir) != r.cg.podDir(string(uid)) {
-		r.log.Warn("ignoring a container's recorded cgroup outside its pod's", "pod", uid, "container", name, "cgroup", dir)
+	res, err := r.cfg.Resources(pod, c)
+	if err != nil {
+		r.log.Warn("ignoring a container's recorded cgroup: no resource decision for it", "pod", pod.UID, "container", c.Name, "cgroup", recorded, "err", err)
 		return ""
 	}
-	return dir
+	parent := strings.TrimPrefix(res.CgroupParent, "/")
+	if parent == "" || path.Clean(recorded) != recorded || path.IsAbs(recorded) || path.Dir(recorded) != parent {
+		r.log.Warn("ignoring a container's recorded cgroup outside its pod's", "pod", pod.UID, "container", c.Name, "cgroup", recorded, "pod cgroup", res.CgroupParent)
+		return ""
+	}
+	return recorded
 }
 
 // watch waits for an adopted container's process to exit, kills what is
@@ -223,7 +236,7 @@ func (r *Runtime) watch(p *pod, i int, pr *proc, pidfd *os.File) {
 	}
 	r.killGroup(pr)
 	reason, message := runtime.ReasonContainerStatusUnknown, msgAdoptedExit
-	if pr.cgroup != "" && oomKilled(pr.cgroup) {
+	if r.oomKilled(pr.cgroup) {
 		reason, message = runtime.ReasonOOMKilled, ""
 	}
 	r.exited(p, i, pr, ExitCodeUnknown, reason, message)
@@ -275,7 +288,9 @@ func pollReadable(fd, timeoutMs int) (bool, error) {
 }
 
 // discard does for a pod that cannot be adopted what was done before
-// adoption existed: kill its processes, remove its cgroups and directory.
+// adoption existed: kill its processes and remove its directory. Its
+// cgroups are left to the container manager, which removes the cgroups of
+// pods that are gone (the pod's files cannot say which are its own).
 func (r *Runtime) discard(uid, dir string) {
 	pidFiles, _ := filepath.Glob(filepath.Join(dir, "*", pidFile))
 	for _, f := range pidFiles {
@@ -285,9 +300,6 @@ func (r *Runtime) discard(uid, dir string) {
 		}
 		r.log.Info("killing a container left by a previous agent", "pod", uid, "pid", pid)
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
-	if r.cg != nil {
-		_ = r.cg.removePod(uid)
 	}
 	if err := removePodDir(dir); err != nil {
 		r.log.Warn("removing a previous agent's pod directory failed", "dir", dir, "err", err)

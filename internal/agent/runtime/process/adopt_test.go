@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"knode/internal/agent/cgroups"
 	"knode/internal/agent/runtime"
 )
 
@@ -459,38 +459,42 @@ func TestAdoptedPodKeepsStopping(t *testing.T) {
 }
 
 func TestAdoptedCgroup(t *testing.T) {
-	cgRoot := t.TempDir()
-	if err := os.WriteFile(filepath.Join(cgRoot, "cgroup.controllers"), []byte("cpu memory io\n"), 0o644); err != nil {
-		t.Fatal(err)
+	m, _ := fixtureCgroups(t, cgroups.V1)
+	decide := func(pod *corev1.Pod, _ *corev1.Container) (runtime.ContainerResources, error) {
+		if pod.UID == "u-undecided" {
+			return runtime.ContainerResources{}, errors.New("no decision")
+		}
+		return runtime.ContainerResources{CgroupParent: "kubepods/burstable/pod" + string(pod.UID)}, nil
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	on, err := New(Config{RootDir: t.TempDir(), CgroupRoot: cgRoot, plainCgroups: true, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if on.cg == nil {
-		t.Fatal("cgroups are off over a plain directory with cgroup.controllers")
-	}
-	off := newRuntime(t, testingclock.NewFakeClock(t0), "")
-	podDir := filepath.Join(cgRoot, "knode", "podu1")
+	clk := testingclock.NewFakeClock(t0)
+	on := newRuntimeWith(t, Config{Clock: clk, Cgroups: m, Resources: decide})
+	noDecider := newRuntimeWith(t, Config{Clock: clk, Cgroups: m})
+	off := newRuntimeWith(t, Config{Clock: clk, Resources: decide})
+	const podPath = "kubepods/burstable/podu1"
 	tests := []struct {
-		name string
-		r    *Runtime
-		dir  string
-		want string
+		name     string
+		r        *Runtime
+		uid      types.UID
+		recorded string
+		want     string
 	}{
-		{"none recorded", on, "", ""},
-		{"in the pod's cgroup", on, filepath.Join(podDir, "main-3"), filepath.Join(podDir, "main-3")},
-		{"another pod's", on, filepath.Join(cgRoot, "knode", "podu2", "main-3"), ""},
-		{"outside the tree", on, "/etc", ""},
-		{"escaping the pod's", on, filepath.Join(podDir, "..", "..", "x"), ""},
-		{"the pod's own", on, podDir + "/.", ""},
-		{"cgroups off", off, filepath.Join(podDir, "main-3"), ""},
+		{"none recorded", on, "u1", "", ""},
+		{"in the pod's cgroup", on, "u1", podPath + "/main-3", podPath + "/main-3"},
+		{"another pod's", on, "u1", "kubepods/burstable/podu2/main-3", ""},
+		{"an older agent's cgroup2 directory", on, "u1", "/sys/fs/cgroup/knode/podu1/main-3", ""},
+		{"absolute", on, "u1", "/" + podPath + "/main-3", ""},
+		{"escaping the pod's", on, "u1", podPath + "/../../x", ""},
+		{"the pod's own", on, "u1", podPath, ""},
+		{"below a container's", on, "u1", podPath + "/main-3/x", ""},
+		{"no decision", on, "u-undecided", "kubepods/burstable/podu-undecided/main-3", ""},
+		{"no decider", noDecider, "u1", podPath + "/main-3", ""},
+		{"no cgroup manager", off, "u1", podPath + "/main-3", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.r.adoptedCgroup("u1", "main", tt.dir); got != tt.want {
-				t.Errorf("adoptedCgroup(%q) = %q, want %q", tt.dir, got, tt.want)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: tt.uid}}
+			if got := tt.r.adoptedCgroup(pod, &corev1.Container{Name: "main"}, tt.recorded); got != tt.want {
+				t.Errorf("adoptedCgroup(%q) = %q, want %q", tt.recorded, got, tt.want)
 			}
 		})
 	}

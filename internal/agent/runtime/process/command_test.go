@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -149,82 +148,5 @@ func TestLookPath(t *testing.T) {
 				t.Errorf("lookPath = %q, %v; want %q", got, err, tt.want)
 			}
 		})
-	}
-}
-
-func TestCgroupValues(t *testing.T) {
-	q := resource.MustParse
-	tests := []struct {
-		name                  string
-		limits, requests      corev1.ResourceList
-		wantCPU, wantMem, wgt string
-	}{
-		{"no limits", nil, nil, "max 100000", "max", "1"},
-		{"half a cpu and 64Mi", corev1.ResourceList{"cpu": q("500m"), "memory": q("64Mi")}, corev1.ResourceList{"cpu": q("500m")}, "50000 100000", "67108864", "20"},
-		{"two cpus", corev1.ResourceList{"cpu": q("2")}, corev1.ResourceList{"cpu": q("2")}, "200000 100000", "max", "79"},
-		{"tiny limit is the least quota", corev1.ResourceList{"cpu": q("1m")}, corev1.ResourceList{"cpu": q("1m")}, "1000 100000", "max", "1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := []string{cpuMax(tt.limits), memoryMax(tt.limits), cpuWeight(tt.requests)}
-			if diff := cmp.Diff([]string{tt.wantCPU, tt.wantMem, tt.wgt}, got); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestCgroupTree(t *testing.T) {
-	root := t.TempDir()
-	if _, err := newCgroups(root, "knode", false); err == nil {
-		t.Fatalf("newCgroups without cgroup.controllers succeeded")
-	}
-	_ = os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpuset io memory pids\n"), 0o644)
-	if _, err := newCgroups(root, "knode", false); err == nil {
-		t.Fatalf("newCgroups without the cpu controller succeeded")
-	}
-	_ = os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpuset cpu io memory pids\n"), 0o644)
-	cg, err := newCgroups(root, "knode/agent", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := cg.create("u1", "app", 2, corev1.ResourceRequirements{
-		Limits:   corev1.ResourceList{"cpu": resource.MustParse("250m"), "memory": resource.MustParse("1Gi")},
-		Requests: corev1.ResourceList{"cpu": resource.MustParse("250m")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := filepath.Join(root, "knode", "agent", "podu1", "app-2"); dir != want {
-		t.Errorf("dir = %s, want %s", dir, want)
-	}
-	read := func(path string) string {
-		data, _ := os.ReadFile(path)
-		return string(data)
-	}
-	got := map[string]string{
-		"root subtree":  read(filepath.Join(root, "cgroup.subtree_control")),
-		"agent subtree": read(filepath.Join(root, "knode", "agent", "cgroup.subtree_control")),
-		"pod subtree":   read(filepath.Join(root, "knode", "agent", "podu1", "cgroup.subtree_control")),
-		"cpu.max":       read(filepath.Join(dir, "cpu.max")),
-		"memory.max":    read(filepath.Join(dir, "memory.max")),
-		"cpu.weight":    read(filepath.Join(dir, "cpu.weight")),
-	}
-	want := map[string]string{
-		"root subtree": "+cpu +memory", "agent subtree": "+cpu +memory", "pod subtree": "+cpu +memory",
-		"cpu.max": "25000 100000", "memory.max": "1073741824", "cpu.weight": "10",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	_ = os.WriteFile(filepath.Join(dir, "memory.events"), []byte("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"), 0o644)
-	if !oomKilled(dir) {
-		t.Errorf("oomKilled = false with oom_kill 1")
-	}
-	if err := cg.removePod("u1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "knode", "agent", "podu1")); !os.IsNotExist(err) {
-		t.Errorf("pod cgroup still there: %v", err)
 	}
 }

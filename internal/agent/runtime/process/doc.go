@@ -25,18 +25,46 @@
 // state.json there (see Agent restarts).
 //
 // Processes: each container is the leader of its own process group. Stop
-// sends SIGTERM to the group, then SIGKILL to it when the grace period has
-// passed on the injected clock. When a container's main process exits, the
-// rest of its group is killed, as a PID namespace would. Every process
-// started is reaped (an adopted one by whoever is its parent now).
+// sends SIGTERM to the group, then SIGKILL to it (and to everything in its
+// cgroup) when the grace period has passed on the injected clock. When a
+// container's main process exits, the rest of its group and cgroup is
+// killed, as a PID namespace would. Every process started is reaped (an
+// adopted one by whoever is its parent now).
 //
-// Limits: when /sys/fs/cgroup is a writable cgroup2 tree with the cpu and
-// memory controllers, each run gets a cgroup
-// <cgroup root>/knode/pod<uid>/<c>-<n> with cpu.max (from limits.cpu),
-// cpu.weight (from requests.cpu) and memory.max (from limits.memory), and a
-// run killed by the OOM killer reports OOMKilled. Otherwise limits are off,
-// which New logs. An adopted container keeps its cgroup while this runtime
-// has cgroups on.
+// Resources: with Config.Resources, the runtime asks it for each run's
+// resources (runtime.ContainerResources, decided by the agent's container
+// manager) as the run starts; its error leaves the container waiting with
+// CreateContainerConfigError. Its device plugin answer is applied as
+// upstream's runtimes do: Env is added after the container's own variables
+// (a name the container sets keeps the container's value); Mounts are
+// bound at their container paths like volumes (read-only when asked), and
+// a device whose ContainerPath differs from its HostPath is bound at
+// ContainerPath, both in the container's own mount namespace (see
+// Volumes; the agent must run as root). A device at its host path needs
+// nothing: containers see the host's /dev.
+//
+// Limits: with Config.Cgroups too, each run gets a cgroup
+// <CgroupParent>/<c>-<n> under the pod's cgroup that the decision names
+// (none when it names none; the pod's cgroup is created and removed by the
+// container manager, not here), with the
+// decision's Linux values written by cgroups.Manager: cpu shares and
+// quota, memory and swap limits, cpuset and pids, on cgroup v1, hybrid or
+// v2. The process is in its cgroup before the container's command runs:
+// it starts as the mountns init, held until the runtime has moved it into
+// the cgroup (cgroup v1 cannot start a process in a cgroup), and then execs
+// the command in place. A run whose cgroup cannot be made or joined fails
+// to start (StartError naming the cgroup); it never runs unlimited. A run
+// whose cgroup saw the OOM killer (oom_kill in memory.oom_control on v1,
+// in memory.events on v2) ends with reason OOMKilled and the exit code its
+// process reported (137 for SIGKILL). The run's cgroup is removed when it
+// ends; while a killed process lingers there, the removal is retried at
+// the pod's next exit and at RemovePod (the container manager's removal of
+// the pod's cgroup takes what is left). UpdateResources
+// (runtime.ResourceUpdater) asks the decider again for every running
+// container and rewrites its cgroup, as the CPU manager's shared pool
+// changes. Without Config.Cgroups or Config.Resources nothing is limited,
+// which New logs. The devices cgroup is not managed: a container may open
+// every device node it can see, as any process of the host.
 //
 // Agent restarts: containers outlive the agent, and the next agent adopts
 // them, as a restarted kubelet finds its containers in the CRI. Nothing in
@@ -56,7 +84,8 @@
 //     atomically (a temporary file renamed over it) each time the container
 //     starts, fails to start or exits. It is one JSON object: version (1, the
 //     only one read), runs (processes started: the next one logs to
-//     <runs>.log), pid and cgroup of the running process, containerID,
+//     <runs>.log), pid and cgroup (a cgroups.Layout path, relative to the
+//     Manager's bases) of the running process, containerID,
 //     restartCount, startedAt (the last run's start), exit (the last run's
 //     end: exitCode, reason, message, startedAt, finishedAt, containerID;
 //     absent while it runs), lastTermination (the same shape), backoffDelay
@@ -70,8 +99,8 @@
 // malformed, or one of whose state.json files is malformed (or of another
 // version), is handled as before adoption existed, and New logs why: the
 // processes its pid files name (checked against the process's start time)
-// are killed, its cgroups and directory removed, and the pod worker starts
-// the pod afresh. Every other pod is held again at once, under the same uid,
+// are killed, its directory removed (its cgroups are the container
+// manager's to remove), and the pod worker starts the pod afresh. Every other pod is held again at once, under the same uid,
 // with its container IDs, restart counts, start times, last termination
 // states, back-off and log numbering, so PodStatus and ListPods report it
 // and StartPod of it is a no-op. A container without a state.json never
@@ -80,10 +109,15 @@
 //   - if its pid file names the process the state names, with the start
 //     time recorded, the process is adopted: it keeps running and writing
 //     to its log, and StopPod, RemovePod, KillAll and Changes treat it as
-//     any other. As it is not the agent's child, it is watched through a
-//     pidfd (Linux 5.3+; where none can be opened, the process is killed
-//     and reported as below). When it exits, the rest of its process
-//     group (or cgroup) is killed, and the run is reported Terminated with
+//     any other. It keeps its cgroup (for UpdateResources, the OOM check,
+//     the kills and the removal) when this runtime has cgroups and the
+//     recorded cgroup lies directly under the pod's cgroup as the decider
+//     names it now; otherwise (an absolute cgroup2 directory recorded by
+//     an older agent included) it is killed by process group alone. As it
+//     is not the agent's child, it is watched through a pidfd (Linux 5.3+;
+//     where none can be opened, the process is killed and reported as
+//     below). When it exits, the rest of its process group and cgroup is
+//     killed, and the run is reported Terminated with
 //     reason ContainerStatusUnknown and exit code 137 (ExitCodeUnknown),
 //     since only a process's parent can read its exit status; OOMKilled
 //     when its cgroup saw the OOM killer. The restart policy counts it a
@@ -91,14 +125,15 @@
 //   - otherwise (no such process, or a pid reused by a later process) the
 //     run is reported the same way, at New, with a message saying it ended
 //     while no agent ran; a process the state does not account for but the
-//     pid file names is killed.
+//     pid file names is killed, and so is whatever is left in its cgroup
+//     (when it would be adopted as above), which is then removed.
 //
 // Runs that ended are replayed into the plan (runtime.RestorePlan), which
 // then restarts them as the restart policy and back-off say.
 //
 // Volumes: when Config.Volumes resolves a pod's volumes to host paths, a
-// container with volumeMounts runs in its own mount namespace (package
-// mountns), with each volume (or its subPath, made when missing) bind-mounted
+// container with volumeMounts (or device plugin mounts) runs in its own
+// mount namespace (package mountns), with each volume (or its subPath, made when missing) bind-mounted
 // at its mountPath, read-only when asked; the host's mount table and files
 // are left as they were. The runtime never removes <pod>/volumes: the volume
 // manager unmounts and removes it. Without Config.Volumes, volumeMounts are

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 
+	"knode/internal/agent/cgroups"
 	"knode/internal/agent/runtime"
 	"knode/internal/agent/runtime/mountns"
 )
@@ -39,13 +41,20 @@ type Config struct {
 	// Path is the PATH of containers that set none; empty means the
 	// agent's own PATH, or DefaultPath.
 	Path string
-	// CgroupRoot is where the cgroup v2 tree is mounted; empty means
-	// /sys/fs/cgroup. CgroupParent is the directory under it that holds
-	// the pods' cgroups; empty means "knode". DisableCgroups turns limits
-	// off.
-	CgroupRoot     string
-	CgroupParent   string
-	DisableCgroups bool
+	// Cgroups writes the containers' cgroups; nil means none. It is used
+	// only with Resources: each run's cgroup is made under the pod's
+	// cgroup that Resources names (ContainerResources.CgroupParent), which
+	// the caller creates before the pod's first container starts and
+	// removes after its last one ended.
+	Cgroups *cgroups.Manager
+	// Resources decides a container's resources each time it starts, in
+	// UpdateResources, and when a previous agent's container is adopted
+	// (for its pod's cgroup). nil means no per-container decisions: no
+	// cgroups, and no device plugin variables, mounts or devices. Its error
+	// is the container's CreateContainerConfigError. It is called with the
+	// Runtime's lock held: it must not call the Runtime, and nobody may
+	// call the Runtime while holding a lock it takes.
+	Resources runtime.ResourceDecider
 	// Volumes returns the host path that backs the pod's volume name, for
 	// the containers' volumeMounts. nil means volume mounts are ignored
 	// (the container sees the host's files at every path). When set, a
@@ -54,9 +63,6 @@ type Config struct {
 	// must run as root.
 	Volumes func(pod *corev1.Pod, volume string) (string, error)
 	Logger  *slog.Logger
-
-	// plainCgroups: CgroupRoot is an ordinary directory (tests only).
-	plainCgroups bool
 }
 
 // Runtime runs containers as processes. Use New.
@@ -64,7 +70,9 @@ type Runtime struct {
 	cfg     Config
 	log     *slog.Logger
 	podsDir string
-	cg      *cgroups // nil: no limits
+	// cg is Config.Cgroups when Config.Resources is set too; nil: no
+	// cgroups.
+	cg      *cgroups.Manager
 	changes chan struct{}
 	// owner is this Runtime's token in <podsDir>/runtime.owner.
 	owner string
@@ -73,7 +81,10 @@ type Runtime struct {
 	pods map[types.UID]*pod
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime         = (*Runtime)(nil)
+	_ runtime.ResourceUpdater = (*Runtime)(nil)
+)
 
 type pod struct {
 	uid  types.UID
@@ -88,10 +99,15 @@ type pod struct {
 	// killAt is the pending kill deadline; cancelKill stops its timer.
 	killAt     time.Time
 	cancelKill chan struct{}
+	// staleCgroups are cgroups of ended runs that still held a dying
+	// process when they were removed; retried at the pod's next exit and
+	// at RemovePod.
+	staleCgroups []string
 }
 
 type proc struct {
-	pid    int // also its process group
+	pid int // also its process group
+	// cgroup is the run's cgroup, a Layout path; "" for none.
 	cgroup string
 }
 
@@ -115,12 +131,6 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Path == "" {
 		cfg.Path = DefaultPath
 	}
-	if cfg.CgroupRoot == "" {
-		cfg.CgroupRoot = "/sys/fs/cgroup"
-	}
-	if cfg.CgroupParent == "" {
-		cfg.CgroupParent = "knode"
-	}
 	r := &Runtime{
 		cfg:     cfg,
 		log:     cfg.Logger.With("runtime", "process"),
@@ -139,13 +149,14 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("process runtime: %w", err)
 	}
 	r.owner = owner
-	if cfg.DisableCgroups {
-		r.log.Info("cgroup limits are off by configuration")
-	} else if cg, err := newCgroups(cfg.CgroupRoot, cfg.CgroupParent, !cfg.plainCgroups); err != nil {
-		r.log.Info("cgroup v2 limits are off: no writable cgroup2 tree with cpu and memory", "root", cfg.CgroupRoot, "err", err)
-	} else {
-		r.cg = cg
-		r.log.Info("cgroup v2 limits are on", "dir", filepath.Join(cfg.CgroupRoot, cfg.CgroupParent))
+	switch {
+	case cfg.Cgroups == nil:
+		r.log.Info("container cgroups are off: no cgroup manager")
+	case cfg.Resources == nil:
+		r.log.Info("container cgroups are off: no resource decider")
+	default:
+		r.cg = cfg.Cgroups
+		r.log.Info("container cgroups are on", "mode", r.cg.Mode(), "enforced", r.cg.Enforced())
 	}
 	r.restore()
 	return r, nil
@@ -243,6 +254,11 @@ func containerPath(p *pod, i int) *field.Path {
 func (r *Runtime) start(p *pod, i int, now time.Time) {
 	c, _ := p.plan.Container(i)
 	cmd, err := buildCommand(p.spec, c, containerPath(p, i), r.cfg.Path)
+	var res runtime.ContainerResources
+	if err == nil && r.cfg.Resources != nil {
+		res, err = r.cfg.Resources(p.spec, c)
+		cmd.env = appendEnv(cmd.env, res.Env)
+	}
 	if err != nil {
 		p.plan.ConfigError(i, err.Error())
 		return
@@ -280,60 +296,24 @@ func (r *Runtime) start(p *pod, i int, now time.Time) {
 	if run >= 2 {
 		_ = os.Remove(filepath.Join(dir, fmt.Sprintf("%d.log", run-2)))
 	}
-	ex := &exec.Cmd{
-		Path:        path,
-		Args:        cmd.argv,
-		Env:         cmd.env,
-		Dir:         workDir,
-		Stdout:      logFile,
-		Stderr:      logFile,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	mounts, err := r.mounts(p.spec, c, res)
+	if err != nil {
+		p.plan.StartFailed(i, err.Error(), now)
+		return
 	}
-	var setup *mountns.Pipe
-	if r.cfg.Volumes != nil && len(c.VolumeMounts) > 0 {
-		mounts, err := r.mounts(p.spec, c)
-		if err == nil {
-			ex, setup, err = mountns.Command(mountns.Spec{Mounts: mounts, Scratch: filepath.Join(dir, "ns"), Dir: workDir, Path: path, Args: cmd.argv})
-		}
-		if err == nil {
-			err = os.MkdirAll(filepath.Join(dir, "ns"), 0o750)
-		}
-		if err != nil {
-			p.plan.StartFailed(i, err.Error(), now)
+	var cgroup string
+	if r.cg != nil && res.CgroupParent != "" {
+		cgroup = cgroups.Layout{}.Container(res.CgroupParent, fmt.Sprintf("%s-%d", c.Name, run))
+		if err := r.cg.Create(cgroup, res.Linux); err != nil {
+			_ = r.removeCgroups(p, cgroup)
+			p.plan.StartFailed(i, fmt.Sprintf("creating the container's cgroup %s: %v", cgroup, err), now)
 			return
 		}
-		ex.Env, ex.Stdout, ex.Stderr = cmd.env, logFile, logFile
-		ex.SysProcAttr.Setpgid = true
 	}
-	var cgroupDir string
-	if r.cg != nil {
-		cgroupDir, err = r.cg.create(string(p.uid), c.Name, run, c.Resources)
-		if err != nil {
-			r.log.Warn("creating the container's cgroup failed; running it without limits", "pod", p.uid, "container", c.Name, "err", err)
-			cgroupDir = ""
-		}
-	}
-	if cgroupDir != "" {
-		fd, err := os.Open(cgroupDir)
-		if err == nil {
-			defer fd.Close()
-			ex.SysProcAttr.UseCgroupFD = true
-			ex.SysProcAttr.CgroupFD = int(fd.Fd())
-		}
-	}
-	err = ex.Start()
-	if setup != nil {
-		setup.CloseChild()
-		if err == nil {
-			if err = setup.Wait(); err != nil {
-				// The init reported why and exits at once.
-				_ = ex.Wait()
-			}
-		}
-	}
+	ex, err := r.launch(cmd, path, workDir, filepath.Join(dir, "ns"), mounts, cgroup, logFile)
 	if err != nil {
-		if cgroupDir != "" {
-			_ = r.cg.remove(cgroupDir)
+		if cgroup != "" {
+			_ = r.removeCgroups(p, cgroup)
 		}
 		p.plan.StartFailed(i, err.Error(), now)
 		return
@@ -341,7 +321,7 @@ func (r *Runtime) start(p *pod, i int, now time.Time) {
 	started = true
 	pid := ex.Process.Pid
 	p.plan.Started(i, fmt.Sprintf("process://%s/%s/%d", p.uid, c.Name, run), now)
-	p.procs[i] = &proc{pid: pid, cgroup: cgroupDir}
+	p.procs[i] = &proc{pid: pid, cgroup: cgroup}
 	// The pid file first, then the state: an agent that dies in between
 	// leaves a process the next one finds and kills, not one it loses.
 	if start, ok := processStart(pid); ok {
@@ -349,6 +329,54 @@ func (r *Runtime) start(p *pod, i int, now time.Time) {
 	}
 	r.save(p, i)
 	go r.wait(p, i, ex, p.procs[i])
+}
+
+// launch starts one run's process in its own process group, writing to
+// log. A run without mounts or a cgroup is the command itself. Otherwise
+// it starts as the mountns init, held until this process has put it in
+// cgroup (so that no limit can be escaped at start), which then lays out
+// the mounts (in a mount namespace of its own) and execs the command in
+// place. When launch returns without an error the command runs; with one,
+// nothing runs any more.
+func (r *Runtime) launch(cmd command, path, workDir, scratch string, mounts []mountns.Mount, cgroup string, log *os.File) (*exec.Cmd, error) {
+	if len(mounts) == 0 && cgroup == "" {
+		ex := &exec.Cmd{Path: path, Args: cmd.argv, Env: cmd.env, Dir: workDir, Stdout: log, Stderr: log,
+			SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+		return ex, ex.Start()
+	}
+	spec := mountns.Spec{Mounts: mounts, Dir: workDir, Path: path, Args: cmd.argv, Hold: cgroup != ""}
+	if len(mounts) > 0 {
+		if err := os.MkdirAll(scratch, 0o750); err != nil {
+			return nil, err
+		}
+		spec.Scratch = scratch
+	}
+	ex, setup, err := mountns.Command(spec)
+	if err != nil {
+		return nil, err
+	}
+	ex.Env, ex.Stdout, ex.Stderr = cmd.env, log, log
+	ex.SysProcAttr.Setpgid = true
+	err = ex.Start()
+	setup.CloseChild()
+	if err == nil && cgroup != "" {
+		if perr := r.cg.AddProcess(cgroup, ex.Process.Pid); perr != nil {
+			_ = ex.Process.Kill()
+			err = fmt.Errorf("placing the container's process in its cgroup %s: %w", cgroup, perr)
+		}
+	}
+	if err == nil {
+		setup.Release()
+	}
+	// Without the release (or once killed) the init exits and Wait
+	// returns; after it, the command runs or the init reported why not.
+	if werr := setup.Wait(); err == nil {
+		err = werr
+	}
+	if err != nil && ex.Process != nil {
+		_ = ex.Wait()
+	}
+	return ex, err
 }
 
 // save writes container i's state file. Called with r.mu held.
@@ -371,7 +399,7 @@ func (r *Runtime) wait(p *pod, i int, ex *exec.Cmd, pr *proc) {
 	r.killGroup(pr)
 	reason := runtime.ReasonError
 	switch {
-	case pr.cgroup != "" && oomKilled(pr.cgroup):
+	case r.oomKilled(pr.cgroup):
 		reason = runtime.ReasonOOMKilled
 	case code == 0:
 		reason = runtime.ReasonCompleted
@@ -379,20 +407,54 @@ func (r *Runtime) wait(p *pod, i int, ex *exec.Cmd, pr *proc) {
 	r.exited(p, i, pr, code, reason, "")
 }
 
-// killGroup kills what is left of a container whose main process ended,
-// as a container's PID namespace would: its cgroup, or its process group.
+// killGroup kills a container's processes (what is left of them once its
+// main process ended, as a container's PID namespace would): its process
+// group, and everything in its cgroup.
 func (r *Runtime) killGroup(pr *proc) {
-	if pr.cgroup == "" || !r.cg.kill(pr.cgroup) {
-		_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+	_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+	if pr.cgroup != "" {
+		if err := r.cg.Kill(pr.cgroup); err != nil {
+			r.log.Warn("killing a container's cgroup failed", "cgroup", pr.cgroup, "err", err)
+		}
 	}
+}
+
+// oomKilled reports whether the OOM killer struck in cgroup ("" for none).
+func (r *Runtime) oomKilled(cgroup string) bool {
+	if cgroup == "" {
+		return false
+	}
+	killed, err := r.cg.OOMKilled(cgroup)
+	if err != nil {
+		r.log.Debug("cannot tell whether a container was OOM-killed", "cgroup", cgroup, "err", err)
+	}
+	return killed
+}
+
+// removeCgroups removes the cgroups of ended runs, and retries the pod's
+// stale ones. One that still holds a dying process stays stale. Called
+// with r.mu held.
+func (r *Runtime) removeCgroups(p *pod, paths ...string) error {
+	var left []string
+	var errs []error
+	for _, cg := range slices.Concat(p.staleCgroups, paths) {
+		if err := r.cg.Remove(cg); err != nil {
+			left = append(left, cg)
+			errs = append(errs, err)
+		}
+	}
+	p.staleCgroups = left
+	return errors.Join(errs...)
 }
 
 // exited records the end of container i's run in pr and what follows it.
 func (r *Runtime) exited(p *pod, i int, pr *proc, code int32, reason, message string) {
-	if pr.cgroup != "" {
-		_ = r.cg.remove(pr.cgroup)
-	}
 	r.mu.Lock()
+	if pr.cgroup != "" {
+		if err := r.removeCgroups(p, pr.cgroup); err != nil {
+			r.log.Debug("a container's cgroup is not removed yet; retried later", "pod", p.uid, "err", err)
+		}
+	}
 	if p.procs[i] == pr {
 		delete(p.procs, i)
 	}
@@ -511,7 +573,7 @@ func (r *Runtime) RemovePod(_ context.Context, uid types.UID) error {
 	delete(r.pods, uid)
 	var errs []error
 	if r.cg != nil {
-		errs = append(errs, r.cg.removePod(string(uid)))
+		errs = append(errs, r.removeCgroups(p))
 	}
 	errs = append(errs, removePodDir(p.dir))
 	return errors.Join(errs...)
@@ -545,26 +607,108 @@ func removePodDir(dir string) error {
 	return errors.Join(errs...)
 }
 
-// mounts resolves container c's volume mounts to host paths. A subPath
-// is made inside its volume when missing, as the kubelet does.
-func (r *Runtime) mounts(pod *corev1.Pod, c *corev1.Container) ([]mountns.Mount, error) {
-	out := make([]mountns.Mount, 0, len(c.VolumeMounts))
-	for _, vm := range c.VolumeMounts {
-		src, err := r.cfg.Volumes(pod, vm.Name)
-		if err != nil {
-			return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
-		}
-		if vm.SubPath != "" {
-			src = filepath.Join(src, vm.SubPath)
-			if _, err := os.Lstat(src); os.IsNotExist(err) {
-				if err := os.MkdirAll(src, 0o750); err != nil {
-					return nil, fmt.Errorf("volume %q subPath %q: %w", vm.Name, vm.SubPath, err)
+// mounts is what container c's mount namespace holds: its volume mounts
+// resolved to host paths (with Config.Volumes), then the device plugins'
+// mounts, then their device nodes the container sees at another path than
+// the host's (at the same path, the host's /dev already shows them). A
+// subPath is made inside its volume when missing, as the kubelet does.
+func (r *Runtime) mounts(pod *corev1.Pod, c *corev1.Container, res runtime.ContainerResources) ([]mountns.Mount, error) {
+	var out []mountns.Mount
+	if r.cfg.Volumes != nil {
+		for _, vm := range c.VolumeMounts {
+			src, err := r.cfg.Volumes(pod, vm.Name)
+			if err != nil {
+				return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
+			}
+			if vm.SubPath != "" {
+				src = filepath.Join(src, vm.SubPath)
+				if _, err := os.Lstat(src); os.IsNotExist(err) {
+					if err := os.MkdirAll(src, 0o750); err != nil {
+						return nil, fmt.Errorf("volume %q subPath %q: %w", vm.Name, vm.SubPath, err)
+					}
 				}
 			}
+			out = append(out, mountns.Mount{Source: src, Target: filepath.Clean(vm.MountPath), ReadOnly: vm.ReadOnly})
 		}
-		out = append(out, mountns.Mount{Source: src, Target: filepath.Clean(vm.MountPath), ReadOnly: vm.ReadOnly})
+	}
+	for i, m := range res.Mounts {
+		if err := checkPaths(fmt.Sprintf("device plugin mounts[%d]", i), m.HostPath, m.ContainerPath); err != nil {
+			return nil, err
+		}
+		out = append(out, mountns.Mount{Source: m.HostPath, Target: filepath.Clean(m.ContainerPath), ReadOnly: m.ReadOnly})
+	}
+	for i, d := range res.Devices {
+		if err := checkPaths(fmt.Sprintf("device plugin devices[%d]", i), d.HostPath, d.ContainerPath); err != nil {
+			return nil, err
+		}
+		if filepath.Clean(d.ContainerPath) != filepath.Clean(d.HostPath) {
+			out = append(out, mountns.Mount{Source: d.HostPath, Target: filepath.Clean(d.ContainerPath)})
+		}
 	}
 	return out, nil
+}
+
+// checkPaths checks a device plugin's host and container paths.
+func checkPaths(what, host, container string) error {
+	if !filepath.IsAbs(host) {
+		return fmt.Errorf("%s.hostPath %q: must be an absolute path", what, host)
+	}
+	if !filepath.IsAbs(container) || filepath.Clean(container) == "/" {
+		return fmt.Errorf("%s.containerPath %q: must be an absolute path other than /", what, container)
+	}
+	return nil
+}
+
+// appendEnv adds the device plugins' variables after the container's own.
+// A name already set keeps its value: upstream hands the runtime the device
+// plugins' variables first and the container's after them, so the
+// container's win.
+func appendEnv(env []string, extra []corev1.EnvVar) []string {
+	have := map[string]bool{}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		have[name] = true
+	}
+	for _, e := range extra {
+		if e.Name == "" || have[e.Name] {
+			continue
+		}
+		have[e.Name] = true
+		env = append(env, e.Name+"="+e.Value)
+	}
+	return env
+}
+
+// UpdateResources implements runtime.ResourceUpdater: it asks
+// Config.Resources again for every running container that has a cgroup and
+// writes the answer's Linux values to it. Errors name the pod and
+// container; one container's error does not stop the others.
+func (r *Runtime) UpdateResources(ctx context.Context) error {
+	if r.cg == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, p := range r.pods {
+		for i, pr := range p.procs {
+			if pr.cgroup == "" {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+			c, _ := p.plan.Container(i)
+			res, err := r.cfg.Resources(p.spec, c)
+			if err == nil {
+				err = r.cg.Update(pr.cgroup, res.Linux)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("updating pod %s/%s (%s) container %s: %w", p.spec.Namespace, p.spec.Name, p.uid, c.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // PodStatus implements runtime.Runtime.
@@ -664,13 +808,4 @@ func readPidFile(path string) (int, uint64, bool) {
 func sameProcess(pid int, start uint64) bool {
 	now, ok := processStart(pid)
 	return ok && now == start
-}
-
-// isCgroup2 reports whether dir is a cgroup2 mount.
-func isCgroup2(dir string) (bool, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return false, err
-	}
-	return st.Type == cgroup2SuperMagic, nil
 }

@@ -30,10 +30,21 @@ const waitTimeout = 20 * time.Second
 
 func newRuntime(t *testing.T, clk clock.WithTicker, root string) *Runtime {
 	t.Helper()
-	if root == "" {
-		root = t.TempDir()
+	return newRuntimeWith(t, Config{RootDir: root, Clock: clk})
+}
+
+// newRuntimeWith builds a Runtime from cfg, with a temporary RootDir and a
+// quiet logger unless cfg sets them, and kills its containers when the
+// test ends.
+func newRuntimeWith(t *testing.T, cfg Config) *Runtime {
+	t.Helper()
+	if cfg.RootDir == "" {
+		cfg.RootDir = t.TempDir()
 	}
-	r, err := New(Config{RootDir: root, Clock: clk, DisableCgroups: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

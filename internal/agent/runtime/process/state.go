@@ -47,7 +47,9 @@ type containerState struct {
 	// <Runs-1>.log and the next one will log to <Runs>.log.
 	Runs int `json:"runs"`
 	// PID and Cgroup are the running process's (its process group) and its
-	// cgroup directory; zero when the last run ended or had no cgroup.
+	// cgroup, a cgroups.Layout path relative to the Manager's bases; zero
+	// when the last run ended or had no cgroup. Older agents recorded an
+	// absolute cgroup2 directory, which is read but never adopted.
 	PID    int    `json:"pid,omitempty"`
 	Cgroup string `json:"cgroup,omitempty"`
 	// ContainerID and RestartCount are the status's.

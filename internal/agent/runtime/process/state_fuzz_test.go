@@ -14,6 +14,10 @@ import (
 func FuzzReadState(f *testing.F) {
 	f.Add([]byte(`{"version":1,"runs":2,"pid":4242,"containerID":"process://u/c/1","restartCount":1,"startedAt":"2026-11-25T12:00:00Z"}`))
 	f.Add([]byte(`{"version":1,"runs":1,"startedAt":"2026-11-25T12:00:00Z","exit":{"exitCode":1,"reason":"Error","finishedAt":"2026-11-25T12:00:01Z"}}`))
+	// The cgroup as a cgroups.Layout path, and as the absolute cgroup2
+	// directory older agents recorded.
+	f.Add([]byte(`{"version":1,"runs":1,"pid":4242,"cgroup":"kubepods/burstable/podu/c-0","containerID":"process://u/c/0","startedAt":"2026-11-25T12:00:00Z"}`))
+	f.Add([]byte(`{"version":1,"runs":1,"pid":4242,"cgroup":"/sys/fs/cgroup/knode/podu/c-0","containerID":"process://u/c/0","startedAt":"2026-11-25T12:00:00Z"}`))
 	f.Add([]byte(`{"version":2}`))
 	f.Add([]byte(`not json`))
 	f.Fuzz(func(t *testing.T, data []byte) {

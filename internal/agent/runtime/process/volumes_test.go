@@ -31,7 +31,7 @@ func TestVolumeMountsInOwnNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	r, err := New(Config{RootDir: root, Clock: testingclock.NewFakeClock(t0), DisableCgroups: true,
+	r, err := New(Config{RootDir: root, Clock: testingclock.NewFakeClock(t0),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Volumes: func(pod *corev1.Pod, name string) (string, error) {
 			if p, ok := vols[name]; ok {
@@ -76,7 +76,7 @@ func TestVolumeMountsInOwnNamespace(t *testing.T) {
 // TestVolumeLookupFailureIsAStartError: a volume the agent cannot resolve
 // fails the start, naming the volume.
 func TestVolumeLookupFailureIsAStartError(t *testing.T) {
-	r, err := New(Config{RootDir: t.TempDir(), Clock: testingclock.NewFakeClock(t0), DisableCgroups: true,
+	r, err := New(Config{RootDir: t.TempDir(), Clock: testingclock.NewFakeClock(t0),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Volumes: func(*corev1.Pod, string) (string, error) { return "", errors.New("not mounted yet") }})
 	if err != nil {
