@@ -482,3 +482,65 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestPodGuaranteedCPUs(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	withInit := func(p *corev1.Pod, sidecar bool, cpu string) *corev1.Pod {
+		rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}
+		c := corev1.Container{Name: "i" + string(rune('0'+len(p.Spec.InitContainers))), Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl.DeepCopy()}}
+		if sidecar {
+			c.RestartPolicy = &always
+		}
+		p.Spec.InitContainers = append(p.Spec.InitContainers, c)
+		return p
+	}
+	burstable := guPod("b", "2")
+	delete(burstable.Spec.Containers[0].Resources.Limits, corev1.ResourceMemory)
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want int
+	}{
+		{"app containers summed", guPod("a", "2", "3"), 5},
+		{"fractional container counts 0", guPod("a", "2", "500m"), 2},
+		{"init larger than the apps", withInit(guPod("a", "2"), false, "6"), 6},
+		{"init smaller than the apps", withInit(guPod("a", "4"), false, "3"), 4},
+		{"sidecar adds to the apps and to a later init", withInit(withInit(guPod("a", "2"), true, "1"), false, "4"), 5},
+		{"not guaranteed", burstable, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PodGuaranteedCPUs(tc.pod); got != tc.want {
+				t.Errorf("PodGuaranteedCPUs = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPodTopologyHints(t *testing.T) {
+	mk := func(ids ...int) string { m, _ := topology.NewMask(ids...); return m.String() }
+	p, s := newStatic(t, fake.TopologyFourNUMA(), Config{ReservedCPU: resource.MustParse("1")})
+	// 2+2 CPUs: node 0 (3 free: CPU 0 is reserved) cannot hold 4.
+	pod := guPod("a", "2", "2")
+	got := masks(t, p.PodTopologyHints(s, pod)[ResourceCPU])
+	if _, ok := got[mk(0)]; ok || !got[mk(1)] || !got[mk(3)] || got[mk(1, 2)] {
+		t.Errorf("hints for 4 CPUs: %v", got)
+	}
+	if h := p.PodTopologyHints(s, guPod("b", "500m")); h != nil {
+		t.Errorf("fractional pod: %v, want nil", h)
+	}
+	// Once both containers hold CPUs on node 1, the hints are for those.
+	one, _ := topology.NewMask(1)
+	for i := range pod.Spec.Containers {
+		if _, err := p.Allocate(&s, pod, &pod.Spec.Containers[i], topology.NewHint(one, true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = masks(t, p.PodTopologyHints(s, pod)[ResourceCPU])
+	if !got[mk(1)] || len(got) != 8 {
+		t.Errorf("hints for the allocated CPUs: %v, want node 1 preferred and the 7 wider masks holding it", got)
+	}
+	bigger := guPod("a", "4", "2")
+	if h := p.PodTopologyHints(s, bigger); h == nil || h[ResourceCPU] == nil || len(h[ResourceCPU]) != 0 {
+		t.Errorf("changed request: %v, want an empty list", h)
+	}
+}

@@ -270,6 +270,59 @@ func (p *Static) TopologyHints(s State, pod *corev1.Pod, c *corev1.Container) ma
 	return map[string][]topology.Hint{ResourceCPU: p.hints(p.Available(s), n)}
 }
 
+// PodGuaranteedCPUs is the number of exclusive CPUs the pod scope places
+// for the whole pod (upstream's podGuaranteedCPUs): the larger of the
+// biggest regular init container's GuaranteedCPUs (plus the restartable
+// init containers started before it) and the app containers' plus every
+// restartable init container's. Allocate still charges every container in
+// full, because init containers' CPUs are not reused.
+func PodGuaranteedCPUs(pod *corev1.Pod) int {
+	initPeak, sidecars := 0, 0
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		n := GuaranteedCPUs(pod, c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecars += n
+			continue
+		}
+		initPeak = max(initPeak, sidecars+n)
+	}
+	app := 0
+	for i := range pod.Spec.Containers {
+		app += GuaranteedCPUs(pod, &pod.Spec.Containers[i])
+	}
+	return max(initPeak, app+sidecars)
+}
+
+// PodTopologyHints returns the CPU hints for the whole pod, for the
+// topology manager's pod scope (upstream's GetPodTopologyHints without
+// reusable CPUs): nil when PodGuaranteedCPUs is 0; an empty list when an
+// allocated container holds a different number of CPUs than it asks for;
+// hints for the pod's allocated CPUs when they are all it needs (a restart);
+// otherwise hints over the available CPUs for PodGuaranteedCPUs.
+func (p *Static) PodTopologyHints(s State, pod *corev1.Pod) map[string][]topology.Hint {
+	n := PodGuaranteedCPUs(pod)
+	if n == 0 {
+		return nil
+	}
+	assigned := cpuset.New()
+	all := append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for i := range all {
+		set, ok := s.Assignment(string(pod.UID), all[i].Name)
+		if !ok {
+			continue
+		}
+		if set.Size() != GuaranteedCPUs(pod, &all[i]) {
+			return map[string][]topology.Hint{ResourceCPU: {}}
+		}
+		assigned = assigned.Union(set)
+	}
+	if assigned.Size() == n {
+		return map[string][]topology.Hint{ResourceCPU: p.hints(assigned, n)}
+	}
+	return map[string][]topology.Hint{ResourceCPU: p.hints(p.Available(s), n)}
+}
+
 // hints is upstream's generateCPUTopologyHints without reusable CPUs.
 func (p *Static) hints(available cpuset.CPUSet, n int) []topology.Hint {
 	whole := details{p.m, p.m.all}

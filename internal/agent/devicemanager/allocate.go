@@ -74,6 +74,15 @@ func (m *Manager) Allocate(pod *corev1.Pod, container *corev1.Container) error {
 	return nil
 }
 
+// SetAffinity replaces Config.Affinity, for a caller that builds the
+// topology manager after the device manager (the agent's container manager
+// does). It waits for an Allocate in progress; the next Allocate uses f.
+func (m *Manager) SetAffinity(f func(podUID, container string) topology.Hint) {
+	m.allocating.Lock()
+	defer m.allocating.Unlock()
+	m.cfg.Affinity = f
+}
+
 // choice is what allocateResource picked, read under mu.
 type choice struct {
 	e         *endpoint

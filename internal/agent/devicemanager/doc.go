@@ -24,8 +24,8 @@
 //
 // What the caller must do: call Start once and Stop at the end; call
 // RemovePod or UpdateAllocated when pods go away, or their devices stay
-// taken; pass the topology manager's Affinity in Config to have hints
-// honoured.
+// taken; pass the topology manager's Affinity in Config (or later with
+// SetAffinity) to have hints honoured.
 //
 // What it does not do (yet): reuse an init container's devices for the app
 // containers, PreStartContainer, CDI devices in RunOptions beyond their

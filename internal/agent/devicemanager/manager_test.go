@@ -369,28 +369,38 @@ func TestIsExtendedResourceName(t *testing.T) {
 
 func TestPreferredAllocationAndAffinity(t *testing.T) {
 	hint := topology.NewHint(mustMask(t, 1), true)
-	e := start(t, shortDir(t), func(c *devicemanager.Config) {
-		c.Affinity = func(string, string) topology.Hint { return hint }
-	})
-	p := newPlugin(devOn("a0", 0), devOn("a1", 0), devOn("b0", 1), devOn("b1", 1))
-	registerPlugin(t, e, p)
-	waitAllocatable(t, e.m, 4, 4)
+	affinity := func(string, string) topology.Hint { return hint }
+	for _, how := range []string{"Config.Affinity", "SetAffinity"} {
+		t.Run(how, func(t *testing.T) {
+			e := start(t, shortDir(t), func(c *devicemanager.Config) {
+				if how == "Config.Affinity" {
+					c.Affinity = affinity
+				}
+			})
+			if how == "SetAffinity" {
+				e.m.SetAffinity(affinity)
+			}
+			p := newPlugin(devOn("a0", 0), devOn("a1", 0), devOn("b0", 1), devOn("b1", 1))
+			registerPlugin(t, e, p)
+			waitAllocatable(t, e.m, 4, 4)
 
-	// No preferred allocation: the hint's node 1 is used.
-	pod, c := podWith("p1", 1)
-	if err := e.m.Allocate(pod, c); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.m.Allocated("p1", "c", res); !cmp.Equal(got, []string{"b0"}) {
-		t.Errorf("with affinity node 1: %v, want [b0]", got)
-	}
-	// Node 1 has one left; a request of 2 spills to node 0 in ID order.
-	pod2, c2 := podWith("p2", 2)
-	if err := e.m.Allocate(pod2, c2); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.m.Allocated("p2", "c", res); !cmp.Equal(got, []string{"a0", "b1"}) {
-		t.Errorf("spilled: %v, want [a0 b1]", got)
+			// No preferred allocation: the hint's node 1 is used.
+			pod, c := podWith("p1", 1)
+			if err := e.m.Allocate(pod, c); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.m.Allocated("p1", "c", res); !cmp.Equal(got, []string{"b0"}) {
+				t.Errorf("with affinity node 1: %v, want [b0]", got)
+			}
+			// Node 1 has one left; a request of 2 spills to node 0 in ID order.
+			pod2, c2 := podWith("p2", 2)
+			if err := e.m.Allocate(pod2, c2); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.m.Allocated("p2", "c", res); !cmp.Equal(got, []string{"a0", "b1"}) {
+				t.Errorf("spilled: %v, want [a0 b1]", got)
+			}
+		})
 	}
 }
 
