@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 
 	"knode/internal/agent"
 	"knode/internal/agent/host/linux"
@@ -115,11 +116,24 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	if err != nil {
 		return err
 	}
+	swapBytes, err := checkSwap(s, log)
+	if err != nil {
+		return err
+	}
+	metrics := prometheus.NewRegistry()
 	var rt podruntime.Runtime
+	var res *nodeResources
 	switch runtimeName {
 	case runtimeProcess:
+		if res, err = newNodeResources(ctx, s, h, swapBytes, metrics, log); err != nil {
+			return err
+		}
+		defer res.devices.Stop()
 		// The pods outlive the agent: the next one adopts them.
-		p, err := process.New(process.Config{RootDir: s.RootDir, Volumes: vols.HostPath, Logger: log})
+		p, err := process.New(process.Config{
+			RootDir: s.RootDir, Volumes: vols.HostPath, Logger: log,
+			Cgroups: res.cgroups, Resources: res.manager.ContainerResources,
+		})
 		if err != nil {
 			return err
 		}
@@ -128,7 +142,6 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	default:
 		return fmt.Errorf("--runtime %q: supported values: %q, %q", runtimeName, runtimeProcess, runtimeNone)
 	}
-	metrics := prometheus.NewRegistry()
 	srv, err := agentServer(restCfg, s, name, metrics, log)
 	if err != nil {
 		return err
@@ -141,6 +154,13 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	var mgr *shutdown.Manager
 	groups := s.Shutdown.Groups()
 	var startEvents []nodestatus.Event
+	var podRes pods.Resources
+	var deviceCapacity func() (map[corev1.ResourceName]int64, map[corev1.ResourceName]int64, []string)
+	if res != nil {
+		startEvents = append(startEvents, res.events...)
+		podRes = &podResources{m: res.manager, log: log, clock: clock.RealClock{}, reconcile: s.Resources.CPUManagerReconcilePeriod}
+		deviceCapacity = res.devices.Capacity
+	}
 	if len(groups) == 0 {
 		log.Info(shutdown.DisabledMessage)
 		startEvents = append(startEvents, nodestatus.Event{Type: corev1.EventTypeNormal, Reason: shutdown.DisabledReason, Message: shutdown.DisabledMessage})
@@ -166,6 +186,8 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 			}
 			return mgr.Admit(p)
 		},
+		PodResources:              podRes,
+		DeviceCapacity:            deviceCapacity,
 		NodeStatusUpdateFrequency: s.NodeStatusUpdateFrequency,
 		NodeStatusReportFrequency: s.NodeStatusReportFrequency,
 		NodeLeaseDurationSeconds:  s.NodeLeaseDurationSeconds,
@@ -214,6 +236,23 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 		go func() {
 			defer running.Done()
 			_ = mgr.Run(ctx)
+		}()
+	}
+	if res != nil {
+		// A device plugin's change is posted at once, not at the next
+		// status pass.
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			for {
+				changed := res.devices.Changed()
+				select {
+				case <-ctx.Done():
+					return
+				case <-changed:
+					a.KickStatus()
+				}
+			}
 		}()
 	}
 	if rt != nil {

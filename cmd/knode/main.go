@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -217,6 +218,7 @@ func defaultDataDir() string {
 func newUpCommand() *cobra.Command {
 	var f serverFlags
 	var kubeletPort int32
+	var cgroupRoot string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a whole single-node cluster in this process: the server and an agent for this machine",
@@ -239,6 +241,13 @@ func newUpCommand() *cobra.Command {
 				o.BuiltinStorage, o.StorageDir = f.builtinStorage, f.storageDir
 				// The agent's own server listens beside the API server.
 				o.Address, o.Port = f.bindAddress, kubeletPort
+				// As k3s does for its single binary: a machine with swap
+				// runs, and workloads get none of it (NoSwap).
+				err := errors.Join(fs.Set("fail-swap-on", "false"), fs.Set("cgroup-root", cgroupRoot))
+				if err != nil {
+					agentErr <- err
+					return
+				}
 				settings, err := o.Complete(fs)
 				if err != nil {
 					agentErr <- err
@@ -278,6 +287,7 @@ func newUpCommand() *cobra.Command {
 	}
 	f.register(cmd.Flags(), defaultDataDir())
 	cmd.Flags().Int32Var(&kubeletPort, "kubelet-port", agentserver.DefaultPort, "port of the agent's HTTPS server, on --bind-address (0 picks a free one)")
+	cmd.Flags().StringVar(&cgroupRoot, "cgroup-root", "", "cgroup under which the agent makes kubepods (default: the hierarchy's root)")
 	return cmd
 }
 

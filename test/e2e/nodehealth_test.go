@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,13 @@ import (
 // are passed on.
 func startAgent(t *testing.T, s *server, name, rootDir string, extra ...string) *process {
 	t.Helper()
+	return startAgentConfig(t, s, name, rootDir, "", extra...)
+}
+
+// startAgentConfig is startAgent with config appended to the agent's
+// KubeletConfiguration.
+func startAgentConfig(t *testing.T, s *server, name, rootDir, config string, extra ...string) *process {
+	t.Helper()
 	var kubeconfig bytes.Buffer
 	cmd := exec.Command(knodeBinary, "kubeconfig", "--data-dir", s.DataDir, "--node", name)
 	cmd.Stdout = &kubeconfig
@@ -25,8 +33,13 @@ func startAgent(t *testing.T, s *server, name, rootDir string, extra ...string) 
 		t.Fatalf("knode kubeconfig --node %s: %v", name, err)
 	}
 	kc := writeFile(t, name+".kubeconfig", kubeconfig.String())
-	cfg := writeFile(t, name+"-config.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeLeaseDurationSeconds: 4\n")
-	p := startProcess(t, append([]string{"agent", "--kubeconfig", kc, "--root-dir", rootDir, "--hostname-override", name, "--config", cfg, "--address", "127.0.0.1", "--port", "0", "--storage-dir", s.StorageDir}, extra...)...)
+	cfg := writeFile(t, name+"-config.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeLeaseDurationSeconds: 4\n"+config)
+	// The agent's cgroups go under a root of the test's own.
+	args := []string{"agent", "--kubeconfig", kc, "--root-dir", rootDir, "--hostname-override", name, "--config", cfg, "--address", "127.0.0.1", "--port", "0", "--storage-dir", s.StorageDir}
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--cgroup-root") }) {
+		args = append(args, "--cgroup-root", testCgroupRoot(t))
+	}
+	p := startProcess(t, append(args, extra...)...)
 	t.Cleanup(func() {
 		p.stop()
 		killContainers(rootDir)

@@ -113,7 +113,7 @@ func (c *Config) complete() error {
 	if err := c.Topology.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("cm: Config.Topology: %w", err))
 	}
-	if err := validateEnforce(c.EnforceNodeAllocatable, c.CgroupsPerQOS); err != nil {
+	if err := ValidateEnforceNodeAllocatable(c.EnforceNodeAllocatable, c.CgroupsPerQOS); err != nil {
 		errs = append(errs, err)
 	}
 	if p := c.CPUCFSQuotaPeriod; p != 0 && (p < time.Millisecond || p > time.Second) {
@@ -158,10 +158,10 @@ func (c *Config) complete() error {
 	return errors.Join(errs...)
 }
 
-// validateEnforce checks enforceNodeAllocatable: "pods" (which needs
+// ValidateEnforceNodeAllocatable checks enforceNodeAllocatable: "pods" (which needs
 // cgroupsPerQOS, as upstream), or "none" alone. knode makes no
 // system-reserved or kube-reserved cgroup, so those values are refused.
-func validateEnforce(values []string, perQOS bool) error {
+func ValidateEnforceNodeAllocatable(values []string, perQOS bool) error {
 	for _, v := range values {
 		switch v {
 		case EnforcePods:

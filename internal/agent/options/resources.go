@@ -14,6 +14,7 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/cpuset"
 
+	"knode/internal/agent/cm"
 	"knode/internal/agent/cpumanager"
 	"knode/internal/agent/memorymanager"
 	"knode/internal/agent/swap"
@@ -26,12 +27,6 @@ const (
 	DefaultCPUManagerReconcilePeriod = 10 * time.Second
 	// CgroupDriverCgroupfs is the only cgroup driver the agent has.
 	CgroupDriverCgroupfs = "cgroupfs"
-)
-
-// enforceNodeAllocatable values.
-const (
-	EnforcePods = "pods"
-	EnforceNone = "none"
 )
 
 // ResourceOptions are the flags of the node's resource management.
@@ -53,6 +48,7 @@ type ResourceOptions struct {
 	TopologyManagerPolicy        string
 	TopologyManagerScope         string
 	TopologyManagerPolicyOptions map[string]string
+	TopologyRoot                 string
 }
 
 // ResourceSettings are the resource managers' settings, flags over file
@@ -77,6 +73,10 @@ type ResourceSettings struct {
 	TopologyManagerPolicy        string
 	TopologyManagerScope         string
 	TopologyManagerPolicyOptions map[string]string
+	// TopologyRoot, when set, is a directory holding a sys/ tree the
+	// machine's CPU and NUMA topology is read from instead of /sys
+	// (tests, with the fixture machines).
+	TopologyRoot string
 }
 
 func (o *ResourceOptions) addFlags(fs *pflag.FlagSet) {
@@ -84,7 +84,7 @@ func (o *ResourceOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.CgroupsPerQOS, "cgroups-per-qos", true, "place pods in the kubepods, burstable and besteffort cgroups, each pod in its own")
 	fs.StringVar(&o.CgroupRoot, "cgroup-root", "", "cgroup under which kubepods is made (default: the hierarchy's root)")
 	fs.StringVar(&o.CgroupDriver, "cgroup-driver", CgroupDriverCgroupfs, `cgroup driver; only "cgroupfs"`)
-	fs.StringSliceVar(&o.EnforceNodeAllocatable, "enforce-node-allocatable", []string{EnforcePods}, `what to limit to allocatable: "pods", or "none"`)
+	fs.StringSliceVar(&o.EnforceNodeAllocatable, "enforce-node-allocatable", []string{cm.EnforcePods}, `what to limit to allocatable: "pods", or "none"`)
 	fs.BoolVar(&o.CPUCFSQuota, "cpu-cfs-quota", true, "enforce cpu limits with CFS quota")
 	fs.DurationVar(&o.CPUCFSQuotaPeriod, "cpu-cfs-quota-period", DefaultCPUCFSQuotaPeriod, "CFS quota period")
 	fs.Int64Var(&o.PodMaxPids, "pod-max-pids", -1, "most processes a pod may have; -1 for no limit")
@@ -97,6 +97,8 @@ func (o *ResourceOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TopologyManagerPolicy, "topology-manager-policy", topology.PolicyNone, `topology manager policy: "none", "best-effort", "restricted" or "single-numa-node"`)
 	fs.StringVar(&o.TopologyManagerScope, "topology-manager-scope", topology.ScopeContainer, `topology manager scope: "container" or "pod"`)
 	fs.StringToStringVar(&o.TopologyManagerPolicyOptions, "topology-manager-policy-options", nil, "topology manager options, e.g. prefer-closest-numa-nodes=true")
+	fs.StringVar(&o.TopologyRoot, "topology-root", "", "read the CPU and NUMA topology from <dir>/sys instead of /sys (tests)")
+	_ = fs.MarkHidden("topology-root")
 }
 
 // completeResources applies file, then the flags set on fs. kubeReserved and
@@ -105,7 +107,7 @@ func (o *ResourceOptions) completeResources(fs *pflag.FlagSet, file kubeletconfi
 	s := ResourceSettings{
 		FailSwapOn:                true,
 		CgroupsPerQOS:             true,
-		EnforceNodeAllocatable:    []string{EnforcePods},
+		EnforceNodeAllocatable:    []string{cm.EnforcePods},
 		CPUCFSQuota:               true,
 		CPUCFSQuotaPeriod:         DefaultCPUCFSQuotaPeriod,
 		PodPidsLimit:              -1,
@@ -225,6 +227,7 @@ func (o *ResourceOptions) completeResources(fs *pflag.FlagSet, file kubeletconfi
 	if changed("topology-manager-policy-options") {
 		s.TopologyManagerPolicyOptions = o.TopologyManagerPolicyOptions
 	}
+	s.TopologyRoot = o.TopologyRoot
 
 	// What the managers reserve.
 	for _, l := range []corev1.ResourceList{kubeReserved, systemReserved} {
@@ -251,8 +254,8 @@ func (o *ResourceOptions) completeResources(fs *pflag.FlagSet, file kubeletconfi
 	if err := swap.ValidateBehavior(s.SwapBehavior); err != nil {
 		errs = append(errs, fmt.Errorf("memorySwap.swapBehavior: %w", err))
 	}
-	if err := validateEnforce(s.EnforceNodeAllocatable, s.CgroupsPerQOS); err != nil {
-		errs = append(errs, err)
+	if err := cm.ValidateEnforceNodeAllocatable(s.EnforceNodeAllocatable, s.CgroupsPerQOS); err != nil {
+		errs = append(errs, fmt.Errorf("%w (--enforce-node-allocatable, --cgroups-per-qos)", err))
 	}
 	if s.CPUCFSQuotaPeriod < time.Millisecond || s.CPUCFSQuotaPeriod > time.Second {
 		errs = append(errs, fmt.Errorf("cpuCFSQuotaPeriod (--cpu-cfs-quota-period) %v: must be between 1ms and 1s, inclusive", s.CPUCFSQuotaPeriod))
@@ -278,28 +281,6 @@ func (o *ResourceOptions) completeResources(fs *pflag.FlagSet, file kubeletconfi
 		errs = append(errs, err)
 	}
 	return s, errs
-}
-
-// validateEnforce checks enforceNodeAllocatable: "none" alone, or "pods";
-// knode does not make the system-reserved and kube-reserved cgroups.
-func validateEnforce(values []string, perQOS bool) error {
-	for _, v := range values {
-		switch v {
-		case EnforcePods:
-			if !perQOS {
-				return errors.New(`enforceNodeAllocatable (--enforce-node-allocatable) "pods": needs cgroupsPerQOS (--cgroups-per-qos) true`)
-			}
-		case EnforceNone:
-			if len(values) > 1 {
-				return fmt.Errorf("enforceNodeAllocatable (--enforce-node-allocatable) %q: %q cannot be combined with other values", values, EnforceNone)
-			}
-		case "system-reserved", "kube-reserved", "system-reserved-compressible", "kube-reserved-compressible":
-			return fmt.Errorf("enforceNodeAllocatable (--enforce-node-allocatable) %q: knode enforces only %q; it makes no system-reserved or kube-reserved cgroup", v, EnforcePods)
-		default:
-			return fmt.Errorf("enforceNodeAllocatable (--enforce-node-allocatable) %q: must be %q or %q", v, EnforcePods, EnforceNone)
-		}
-	}
-	return nil
 }
 
 // ParseReservedMemory parses one --reserved-memory value:
@@ -333,7 +314,7 @@ func ParseReservedMemory(spec string) (memorymanager.Reservation, error) {
 
 // EnforcesPods reports whether enforceNodeAllocatable holds "pods".
 func (s ResourceSettings) EnforcesPods() bool {
-	return slices.Contains(s.EnforceNodeAllocatable, EnforcePods)
+	return slices.Contains(s.EnforceNodeAllocatable, cm.EnforcePods)
 }
 
 // reserveCPUs applies reservedSystemCPUs to the reservations as the kubelet

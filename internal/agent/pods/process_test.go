@@ -26,7 +26,7 @@ import (
 func TestProcessPodLifecycle(t *testing.T) {
 	c := newCluster(t, roomy)
 	root := t.TempDir()
-	rt, err := process.New(process.Config{RootDir: root, Clock: c.clk, DisableCgroups: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rt, err := process.New(process.Config{RootDir: root, Clock: c.clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

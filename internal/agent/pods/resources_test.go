@@ -24,6 +24,8 @@ type recordingResources struct {
 	rt      *fake.Runtime
 	calls   []string
 	changed bool
+	// holding is what the last Sync was told the worker holds.
+	holding []types.UID
 }
 
 func (r *recordingResources) Admit(pod *corev1.Pod) (string, string, bool) {
@@ -47,7 +49,8 @@ func (r *recordingResources) RemovePod(uid types.UID) {
 	r.changed = true
 }
 
-func (r *recordingResources) Sync() bool {
+func (r *recordingResources) Sync(holding []types.UID) bool {
+	r.holding = holding
 	changed := r.changed
 	r.changed = false
 	return changed
@@ -92,6 +95,9 @@ func TestResourcesHooks(t *testing.T) {
 	if rt.updates != 1 {
 		t.Errorf("UpdateResources calls = %d after an admission, want 1", rt.updates)
 	}
+	if web := c.get("web"); len(res.holding) != 1 || res.holding[0] != web.UID {
+		t.Errorf("Sync told the worker holds %v, want web's uid %s", res.holding, web.UID)
+	}
 	numa := c.get("numa")
 	if numa.Status.Phase != corev1.PodFailed || numa.Status.Reason != "TopologyAffinityError" ||
 		numa.Status.Message != "Pod was rejected: Resources cannot be allocated with Topology locality" {
@@ -116,6 +122,9 @@ func TestResourcesHooks(t *testing.T) {
 	}
 	if rt.updates != 2 {
 		t.Errorf("UpdateResources calls = %d after a removal, want 2", rt.updates)
+	}
+	if len(res.holding) != 0 {
+		t.Errorf("Sync told the worker holds %v after the removal, want none", res.holding)
 	}
 }
 

@@ -46,6 +46,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,10 +146,11 @@ type Resources interface {
 	// RemovePod releases what Admit allocated and the pod's cgroup; the
 	// pod's containers are gone. Calling it again does nothing.
 	RemovePod(uid types.UID)
-	// Sync retries what earlier calls could not finish, and reports
-	// whether running containers' resources changed since the last Sync
-	// (the CPU manager's shared pool grew or shrank).
-	Sync() (changed bool)
+	// Sync releases what pods other than holding still hold (pods that
+	// ended while no agent ran), retries what earlier calls could not
+	// finish, and reports whether running containers' resources changed
+	// since the last Sync (the CPU manager's shared pool grew or shrank).
+	Sync(holding []types.UID) (changed bool)
 }
 
 // DefaultVolumeRetryPeriod paces passes while a pod waits for its volumes
@@ -358,7 +361,7 @@ func (w *Worker) release(uid types.UID) {
 // the shared CPU pool changed, has the runtime apply it to the running
 // containers.
 func (w *Worker) syncResources(ctx context.Context) error {
-	if w.cfg.Resources == nil || !w.cfg.Resources.Sync() {
+	if w.cfg.Resources == nil || !w.cfg.Resources.Sync(slices.Collect(maps.Keys(w.holding))) {
 		return nil
 	}
 	if u, ok := w.cfg.Runtime.(runtime.ResourceUpdater); ok {
