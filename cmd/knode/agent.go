@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"knode/internal/agent"
+	"knode/internal/agent/cm"
 	"knode/internal/agent/host/linux"
 	"knode/internal/agent/nodestatus"
 	"knode/internal/agent/options"
@@ -158,7 +159,7 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	var deviceCapacity func() (map[corev1.ResourceName]int64, map[corev1.ResourceName]int64, []string)
 	if res != nil {
 		startEvents = append(startEvents, res.events...)
-		podRes = &podResources{m: res.manager, log: log, clock: clock.RealClock{}, reconcile: s.Resources.CPUManagerReconcilePeriod}
+		podRes = &cm.WorkerHooks{Manager: res.manager, Clock: clock.RealClock{}, Reconcile: s.Resources.CPUManagerReconcilePeriod, Logger: log}
 		deviceCapacity = res.devices.Capacity
 	}
 	if len(groups) == 0 {

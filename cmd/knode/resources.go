@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
 	"knode/internal/agent/cgroups"
 	"knode/internal/agent/cm"
@@ -166,47 +162,4 @@ func withEvictionMemory(reserved corev1.ResourceList, hard []nodestatus.Threshol
 		out[corev1.ResourceMemory] = sum
 	}
 	return out
-}
-
-// podResources adapts the container manager to the pod worker: errors are
-// logged, and Sync reports a change of the shared CPU pool, or that
-// cpuManagerReconcilePeriod passed since running containers were last
-// brought in line.
-type podResources struct {
-	m         *cm.Manager
-	log       *slog.Logger
-	clock     clock.PassiveClock
-	reconcile time.Duration
-
-	mu         sync.Mutex
-	generation uint64
-	last       time.Time
-}
-
-func (p *podResources) Admit(pod *corev1.Pod) (string, string, bool) { return p.m.Admit(pod) }
-
-func (p *podResources) PodStarting(pod *corev1.Pod) error { return p.m.PodStarting(pod) }
-
-func (p *podResources) RemovePod(uid types.UID) {
-	if err := p.m.RemovePod(uid); err != nil {
-		p.log.Warn("releasing a pod's resources", "pod", uid, "err", err)
-	}
-}
-
-func (p *podResources) Sync(holding []types.UID) bool {
-	if err := p.m.RemoveStale(holding); err != nil {
-		p.log.Warn("releasing the resources of pods that are gone", "err", err)
-	}
-	if err := p.m.Sync(); err != nil {
-		p.log.Warn("container manager cleanup", "err", err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.clock.Now()
-	g := p.m.SharedPoolGeneration()
-	if g == p.generation && now.Sub(p.last) < p.reconcile {
-		return false
-	}
-	p.generation, p.last = g, now
-	return true
 }
