@@ -70,14 +70,11 @@ func newNodeResources(ctx context.Context, s options.Settings, h *linux.Host, sw
 		return nil, fmt.Errorf("reading the machine's memory: %w", err)
 	}
 	res := &nodeResources{}
-	if res.cgroups, err = openCgroups(); err != nil {
-		msg := fmt.Sprintf("cgroups cannot be written (%v): no cpu, cpuset, memory or pids limit of any pod is enforced", err)
-		log.Warn(msg)
-		res.events = append(res.events, nodestatus.Event{Type: corev1.EventTypeWarning, Reason: ReasonCgroupLimitsNotEnforced, Message: msg})
-	} else if w := res.cgroups.MissingWarning(); w != "" {
-		msg := fmt.Sprintf("cgroup controllers %v cannot be written; %s", res.cgroups.Missing(), w)
-		log.Warn(msg)
-		res.events = append(res.events, nodestatus.Event{Type: corev1.EventTypeWarning, Reason: ReasonCgroupLimitsNotEnforced, Message: msg})
+	var openErr error
+	res.cgroups, openErr = openCgroups()
+	if ev := cgroupsWarning(res.cgroups, openErr); ev != nil {
+		log.Warn(ev.Message)
+		res.events = append(res.events, *ev)
 	}
 	res.devices, err = devicemanager.New(devicemanager.Config{RootDir: s.RootDir, NUMANodes: topology.NodeIDsOf(topo), Logger: log})
 	if err != nil {
@@ -124,6 +121,22 @@ func newNodeResources(ctx context.Context, s options.Settings, h *linux.Host, sw
 	log.Info("node resources", "cgroups", cgroupsMode(res.cgroups), "cpuManagerPolicy", r.CPUManager.Policy,
 		"memoryManagerPolicy", r.MemoryManager.Policy, "topologyManagerPolicy", r.TopologyManagerPolicy, "swapBytes", swapBytes)
 	return res, nil
+}
+
+// cgroupsWarning is the Warning event that says which limits the agent
+// cannot enforce: none when m could not be opened (err), the missing
+// controllers' otherwise; nil when every limit is enforced.
+func cgroupsWarning(m *cgroups.Manager, err error) *nodestatus.Event {
+	var msg string
+	switch {
+	case err != nil:
+		msg = fmt.Sprintf("cgroups cannot be written (%v): no cpu, cpuset, memory or pids limit of any pod is enforced", err)
+	case m.MissingWarning() != "":
+		msg = fmt.Sprintf("cgroup controllers %v cannot be written; %s", m.Missing(), m.MissingWarning())
+	default:
+		return nil
+	}
+	return &nodestatus.Event{Type: corev1.EventTypeWarning, Reason: ReasonCgroupLimitsNotEnforced, Message: msg}
 }
 
 // openCgroups detects the machine's cgroup hierarchy and opens it.
