@@ -135,3 +135,21 @@ func TestParseReservedMemory(t *testing.T) {
 		checkErr(t, err, wantErr)
 	}
 }
+
+// FuzzParseReservedMemory: any --reserved-memory value parses or fails with
+// an error, never a panic; what parses names a node and at least one
+// resource.
+func FuzzParseReservedMemory(f *testing.F) {
+	for _, seed := range []string{"0:memory=1Gi", "1:memory=1Gi,hugepages-2Mi=4Mi", "x:memory=1", "0:", ":", "0:memory=1Gi,memory=2Gi", "2:=3"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		r, err := options.ParseReservedMemory(spec)
+		if err != nil {
+			return
+		}
+		if r.NUMANode < 0 || len(r.Limits) == 0 {
+			t.Errorf("ParseReservedMemory(%q) = %+v", spec, r)
+		}
+	})
+}
