@@ -100,12 +100,7 @@ func (c *cluster) record(api http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		if r.URL.Query().Get("watch") == "true" {
 			c.mu.Lock()
-			c.watches = append(c.watches, request{
-				Token:  strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "),
-				Method: r.Method,
-				Path:   r.URL.Path,
-				Query:  r.URL.RawQuery,
-			})
+			c.watches = append(c.watches, requestOf(r, 0))
 			c.mu.Unlock()
 			c.wake()
 		}
@@ -117,16 +112,21 @@ func (c *cluster) record(api http.Handler) http.Handler {
 			api.ServeHTTP(rec, r)
 		}
 		c.mu.Lock()
-		c.requests = append(c.requests, request{
-			Token:  strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "),
-			Method: r.Method,
-			Path:   r.URL.Path,
-			Query:  r.URL.RawQuery,
-			Code:   rec.code,
-		})
+		c.requests = append(c.requests, requestOf(r, rec.code))
 		c.mu.Unlock()
 		c.wake()
 	})
+}
+
+// requestOf is r as the log keeps it, answered with code (0: not yet).
+func requestOf(r *http.Request, code int) request {
+	return request{
+		Token:  strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "),
+		Method: r.Method,
+		Path:   r.URL.Path,
+		Query:  r.URL.RawQuery,
+		Code:   code,
+	}
 }
 
 // wake tells a waiter that the logs changed.

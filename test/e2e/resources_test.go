@@ -101,6 +101,19 @@ func (c *resourcesCluster) waitPod(name, what string, done func(*corev1.Pod) boo
 	return pod
 }
 
+// waitAllocatable waits until node's allocatable holds n of resource.
+func (c *resourcesCluster) waitAllocatable(node string, resource corev1.ResourceName, n int64) {
+	c.t.Helper()
+	eventually(c.t, fmt.Sprintf("%d %s allocatable on %s", n, resource, node), 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		got, err := c.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		q := got.Status.Allocatable[resource]
+		return q.Value() == n, "allocatable " + q.String()
+	})
+}
+
 func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
 
 // process finds the one live process of the pods carrying marker.
@@ -241,14 +254,7 @@ func TestNodeResources(t *testing.T) {
 
 	t.Run("device plugin", func(t *testing.T) {
 		plugin := startDevicePlugin(t, root, "example.com/dev", map[string]int64{"dev-0": 0, "dev-1": 0, "dev-2": 0, "dev-3": 0})
-		eventually(t, "4 devices allocatable", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
-			n, err := c.client.CoreV1().Nodes().Get(context.Background(), "res-1", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			q := n.Status.Allocatable["example.com/dev"]
-			return q.Value() == 4, "allocatable " + q.String()
-		})
+		c.waitAllocatable("res-1", "example.com/dev", 4)
 		devices := "{limits: {example.com/dev: 2}}"
 		c.apply(podYAML("dev-a", c.tag+"-dev-a", "Always", devices, "sleep", "3600"))
 		c.waitPod("dev-a", "Running", running)
@@ -292,14 +298,7 @@ func TestTopologyAffinityError(t *testing.T) {
 	agent := startAgent(t, c.s, "numa-1", root, "--topology-root", fixture, "--topology-manager-policy", "single-numa-node")
 	c.waitReady(agent, "numa-1")
 	startDevicePlugin(t, root, "example.com/dev", map[string]int64{"dev-0": 0, "dev-1": 0, "dev-2": 1, "dev-3": 1})
-	eventually(t, "4 devices allocatable", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
-		n, err := c.client.CoreV1().Nodes().Get(context.Background(), "numa-1", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		q := n.Status.Allocatable["example.com/dev"]
-		return q.Value() == 4, "allocatable " + q.String()
-	})
+	c.waitAllocatable("numa-1", "example.com/dev", 4)
 	c.apply(podYAML("wide", c.tag+"-wide", "Never", "{limits: {example.com/dev: 3}}", "sleep", "3600"))
 	p := c.waitPod("wide", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	if p.Status.Reason != "TopologyAffinityError" || p.Status.Message != "Pod was rejected: Resources cannot be allocated with Topology locality" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"knode/internal/agent/cgroups/cgroupstest"
 	"knode/internal/agent/swap"
 )
 
@@ -31,7 +32,7 @@ func v1Tree(t *testing.T, withPids bool) string {
 	if withPids {
 		files["pids/"] = ""
 	}
-	return tree(t, files)
+	return cgroupstest.Tree(t, files)
 }
 
 func TestManagerV1(t *testing.T) {
@@ -203,7 +204,7 @@ func TestManagerWriteErrorNamesFile(t *testing.T) {
 }
 
 func TestManagerV2(t *testing.T) {
-	root := tree(t, map[string]string{
+	root := cgroupstest.Tree(t, map[string]string{
 		"cgroup.controllers":     "cpuset cpu io memory pids\n",
 		"cgroup.subtree_control": "cpu memory\n",
 	})
@@ -263,7 +264,7 @@ func TestManagerV2(t *testing.T) {
 }
 
 func TestManagerV2Missing(t *testing.T) {
-	root := tree(t, map[string]string{"cgroup.controllers": "cpu memory\n", "cgroup.subtree_control": ""})
+	root := cgroupstest.Tree(t, map[string]string{"cgroup.controllers": "cpu memory\n", "cgroup.subtree_control": ""})
 	m, err := New(Config{Mode: V2, Root: root})
 	if err != nil {
 		t.Fatal(err)

@@ -2,36 +2,13 @@ package cgroups
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-)
 
-// tree writes files (path -> content; a path ending in "/" is a directory)
-// under a new temporary directory.
-func tree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, content := range files {
-		full := filepath.Join(root, p)
-		if strings.HasSuffix(p, "/") {
-			if err := os.MkdirAll(full, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
+	"knode/internal/agent/cgroups/cgroupstest"
+)
 
 func TestDetect(t *testing.T) {
 	for _, tc := range []struct {
@@ -47,7 +24,7 @@ func TestDetect(t *testing.T) {
 		{"empty", map[string]string{}, Unknown, ErrNoCgroups},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Detect(tree(t, tc.files))
+			got, err := Detect(cgroupstest.Tree(t, tc.files))
 			if got != tc.want || !errors.Is(err, tc.err) {
 				t.Errorf("Detect = %v, %v; want %v, %v", got, err, tc.want, tc.err)
 			}

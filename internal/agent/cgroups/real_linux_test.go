@@ -3,7 +3,6 @@
 package cgroups
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,31 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"knode/internal/agent/cgroups/cgroupstest"
 	"knode/internal/agent/swap"
 )
-
-// ownCgroups is the test process's cgroup per v1 controller, from
-// /proc/self/cgroup.
-func ownCgroups(t *testing.T) map[string]string {
-	t.Helper()
-	f, err := os.Open("/proc/self/cgroup")
-	if err != nil {
-		t.Skipf("no /proc/self/cgroup: %v", err)
-	}
-	defer f.Close()
-	own := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 || parts[1] == "" {
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			own[c] = parts[2]
-		}
-	}
-	return own
-}
 
 // TestRealHost creates a test-owned subtree on this machine's cgroups,
 // checks the limits read back, and OOM-kills a child under a 50 MiB limit.
@@ -57,7 +34,7 @@ func TestRealHost(t *testing.T) {
 	}
 	cfg := Config{Mode: mode}
 	if mode.Legacy() {
-		own := ownCgroups(t)
+		own := cgroupstest.OwnCgroups(t)
 		cfg.Dirs = map[string]string{}
 		for _, c := range v1Controllers {
 			if p, ok := own[c]; ok {

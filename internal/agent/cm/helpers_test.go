@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"knode/internal/agent/cgroups"
+	"knode/internal/agent/cgroups/cgroupstest"
 	"knode/internal/agent/cm"
 	"knode/internal/agent/host"
 	"knode/internal/agent/runtime"
@@ -116,41 +117,18 @@ func numaOf(t *testing.T, topo host.Topology, set string) int {
 	return node
 }
 
-// tree makes a plain fixture directory: names ending in "/" are
-// directories, the others files with the given content.
-func tree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, content := range files {
-		full := filepath.Join(root, p)
-		if strings.HasSuffix(p, "/") {
-			if err := os.MkdirAll(full, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
 // plainCgroups is a cgroups.Manager over a fixture tree of mode (V1 or
 // V2) with every limit controller, and the tree's root.
 func plainCgroups(t *testing.T, mode cgroups.Mode) (*cgroups.Manager, string) {
 	t.Helper()
 	var root string
 	if mode == cgroups.V2 {
-		root = tree(t, map[string]string{
+		root = cgroupstest.Tree(t, map[string]string{
 			"cgroup.controllers":     "cpuset cpu io memory pids\n",
 			"cgroup.subtree_control": "",
 		})
 	} else {
-		root = tree(t, map[string]string{
+		root = cgroupstest.Tree(t, map[string]string{
 			"cpu/": "", "cpuacct/": "", "memory/": "", "pids/": "",
 			"cpuset/cpuset.cpus": "0-1\n", "cpuset/cpuset.mems": "0\n",
 		})

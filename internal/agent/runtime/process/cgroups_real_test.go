@@ -3,7 +3,6 @@
 package process
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +21,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"knode/internal/agent/cgroups"
+	"knode/internal/agent/cgroups/cgroupstest"
 	"knode/internal/agent/runtime"
 	"knode/internal/agent/swap"
 )
@@ -54,7 +54,7 @@ func newRealV1(t *testing.T) *realV1 {
 	if err != nil || !mode.Legacy() {
 		t.Skipf("not a cgroup v1 host (%v, %v)", mode, err)
 	}
-	own := ownCgroups(t)
+	own := cgroupstest.OwnCgroups(t)
 	dirs := map[string]string{}
 	for _, c := range []string{"cpu", "cpuacct", "cpuset", "memory", "pids"} {
 		if p, ok := own[c]; ok {
@@ -85,28 +85,6 @@ func newRealV1(t *testing.T) *realV1 {
 		t.Fatal(err)
 	}
 	return &realV1{m: m, own: own, dirs: dirs, pod: pod}
-}
-
-// ownCgroups is the test process's cgroup per v1 controller.
-func ownCgroups(t *testing.T) map[string]string {
-	t.Helper()
-	f, err := os.Open("/proc/self/cgroup")
-	if err != nil {
-		t.Skipf("no /proc/self/cgroup: %v", err)
-	}
-	defer f.Close()
-	own := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 || parts[1] == "" {
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			own[c] = parts[2]
-		}
-	}
-	return own
 }
 
 // killAndWaitCgroup kills what is left in path and waits (on pidfds, as a
