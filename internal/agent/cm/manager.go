@@ -78,9 +78,6 @@ func New(cfg Config) (*Manager, error) {
 	if cg := cfg.Cgroups; cg != nil {
 		m.v2 = cg.Mode() == cgroups.V2
 		m.swapController = cfg.NodeSwapBytes > 0 && slices.Contains(cg.Enforced(), "memory")
-		if w := cg.MissingWarning(); w != "" {
-			m.log.Warn("cgroup controllers missing", "warning", w)
-		}
 		if err := m.createNodeCgroups(); err != nil {
 			return nil, err
 		}
