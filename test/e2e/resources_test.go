@@ -306,6 +306,16 @@ func TestTopologyAffinityError(t *testing.T) {
 	}
 	c.apply(podYAML("narrow", c.tag+"-narrow", "Never", "{limits: {example.com/dev: 2}}", "sleep", "3600"))
 	c.waitPod("narrow", "Running", running)
+	node, err := c.client.CoreV1().Nodes().Get(context.Background(), "numa-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := agentMetrics(t, c.s, node, root)
+	if m["kubelet_topology_manager_admission_requests_total"] != 2 || m["kubelet_topology_manager_admission_errors_total"] != 1 || m["kubelet_topology_manager_admission_duration_ms_count"] != 2 {
+		t.Errorf("admission metrics: requests %v, errors %v, timed %v; want 2, 1 and 2",
+			m["kubelet_topology_manager_admission_requests_total"], m["kubelet_topology_manager_admission_errors_total"], m["kubelet_topology_manager_admission_duration_ms_count"])
+	}
+	t.Logf("admission: %.3f ms in all over %v admissions", m["kubelet_topology_manager_admission_duration_ms_sum"], m["kubelet_topology_manager_admission_duration_ms_count"])
 }
 
 // environ is a process's environment.
@@ -471,7 +481,8 @@ func TestSwap(t *testing.T) {
 		t.Errorf("the agent's output does not say %q and how to fix it:\n%s", want, tail(log, 10))
 	}
 
-	agent := startAgentConfig(t, c.s, "swap-1", t.TempDir(), "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n")
+	agentRoot := t.TempDir()
+	agent := startAgentConfig(t, c.s, "swap-1", agentRoot, "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n")
 	node := c.waitReady(agent, "swap-1")
 	if sw := node.Status.NodeInfo.Swap; sw == nil || sw.Capacity == nil || *sw.Capacity != swapTotal {
 		t.Errorf("nodeInfo.swap = %+v, want capacity %d", sw, swapTotal)
@@ -479,6 +490,10 @@ func TestSwap(t *testing.T) {
 	out := c.kubectl("get", "node", "swap-1", "-o", "jsonpath={.status.nodeInfo.swap.capacity}")
 	if out.Stdout != strconv.FormatInt(swapTotal, 10) {
 		t.Errorf("kubectl says swap capacity %q, want %d", out.Stdout, swapTotal)
+	}
+
+	if got := agentMetrics(t, c.s, node, agentRoot)["node_swap_usage_bytes"]; got < 0 || got > float64(swapTotal) {
+		t.Errorf("node_swap_usage_bytes = %v, want between 0 and %d", got, swapTotal)
 	}
 
 	c.apply(podYAML("burstable", c.tag+"-burstable", "Always", "{requests: {memory: 64Mi}, limits: {memory: 128Mi}}", "sleep", "3600"))

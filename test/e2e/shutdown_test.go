@@ -307,24 +307,29 @@ func (n *shutdownNode) waitReport(since time.Time) shutdownReport {
 	return rep
 }
 
-// metrics scrapes the agent's /metrics with the admin's client
-// certificate, trusting only the agent's self-signed serving certificate,
-// and returns the samples without labels.
+// metrics scrapes the agent's /metrics (see agentMetrics).
 func (n *shutdownNode) metrics() map[string]float64 {
-	t := n.t
+	n.t.Helper()
+	return agentMetrics(n.t, n.s, n.node(), n.root)
+}
+
+// agentMetrics scrapes the /metrics of node's agent (root dir root) with
+// the admin's client certificate, trusting only the agent's self-signed
+// serving certificate, and returns the samples without labels.
+func agentMetrics(t *testing.T, s *server, node *corev1.Node, root string) map[string]float64 {
 	t.Helper()
-	port := n.node().Status.DaemonEndpoints.KubeletEndpoint.Port
+	port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
 	if port <= 0 {
-		t.Fatalf("node %s reports no kubelet endpoint port", n.name)
+		t.Fatalf("node %s reports no kubelet endpoint port", node.Name)
 	}
-	tlsConfig, err := rest.TLSConfigFor(n.s.RestConfig(t))
+	tlsConfig, err := rest.TLSConfigFor(s.RestConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tlsConfig == nil || (len(tlsConfig.Certificates) == 0 && tlsConfig.GetClientCertificate == nil) {
-		t.Fatalf("%s holds no client certificate", n.s.Kubeconfig)
+		t.Fatalf("%s holds no client certificate", s.Kubeconfig)
 	}
-	servingCert := filepath.Join(n.root, "pki", "kubelet.crt")
+	servingCert := filepath.Join(root, "pki", "kubelet.crt")
 	pem, err := os.ReadFile(servingCert)
 	if err != nil {
 		t.Fatalf("the agent's self-signed serving certificate: %v", err)
