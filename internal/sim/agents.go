@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"os"
@@ -9,13 +10,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"knode/internal/agent"
 	"knode/internal/agent/backoff"
+	"knode/internal/agent/cm"
 	fakehost "knode/internal/agent/host/fake"
 	"knode/internal/agent/nodestatus"
+	"knode/internal/agent/options"
 	"knode/internal/agent/pods"
 	fakeruntime "knode/internal/agent/runtime/fake"
 	"knode/internal/agent/shutdown"
@@ -92,16 +96,25 @@ const (
 	poweredOff
 )
 
-// AddNodes creates n agents in zone, named <zone>-<i> after those the zone
-// has, and starts them now: each registers its Node, creates its Lease and
-// posts its status as it would on boot.
+// AddNodes creates n agents in zone on machines of the default shape (see
+// AddMachines).
 func (w *World) AddNodes(zone string, n int) error {
+	return w.AddMachines(script.Nodes{Zone: zone, Count: n})
+}
+
+// AddMachines creates s.Count agents in s.Zone, named <zone>-<i> after
+// those the zone has, and starts them now: each registers its Node,
+// creates its Lease and posts its status as it would on boot. Each runs on
+// a fake machine (fakehost.Machine: 8Gi of memory) of s.CPUs CPUs
+// (script.DefaultCPUs when 0) whose CPUs and memory are split over
+// s.NUMANodes NUMA nodes (fakehost.SplitTopology; one when 0).
+func (w *World) AddMachines(s script.Nodes) error {
 	if err := w.start(); err != nil {
 		return err
 	}
-	first := len(w.zones[zone]) + 1
-	for i := first; i < first+n; i++ {
-		if err := w.addAgent(zone, i); err != nil {
+	first := len(w.zones[s.Zone]) + 1
+	for i := first; i < first+s.Count; i++ {
+		if err := w.addAgent(s, i); err != nil {
 			return err
 		}
 	}
@@ -109,7 +122,8 @@ func (w *World) AddNodes(zone string, n int) error {
 	return w.err
 }
 
-func (w *World) addAgent(zone string, index int) error {
+func (w *World) addAgent(s script.Nodes, index int) error {
+	zone := s.Zone
 	name := zone + "-" + strconv.Itoa(index)
 	if w.byName[name] != nil {
 		return fmt.Errorf("node %s already exists", name)
@@ -124,9 +138,14 @@ func (w *World) addAgent(zone string, index int) error {
 		client = direct{Interface: wire, api: w.api, user: nodeUser(name), calls: &w.directCalls}
 	}
 	ip := netip.AddrFrom4([4]byte{10, byte(seq >> 16), byte(seq >> 8), byte(seq)})
+	machine := fakehost.Machine(name, ip)
+	machine.CPUs = cmp.Or(s.CPUs, script.DefaultCPUs)
+	if s.NUMANodes > 1 {
+		machine.Topology = fakehost.SplitTopology(machine.CPUs, s.NUMANodes, machine.Memory.Capacity)
+	}
 	sa := &simAgent{
 		w: w, name: name, zone: zone, client: client,
-		host: fakehost.New(fakehost.Machine(name, ip)), rand: w.agentRand(seq),
+		host: fakehost.New(machine), rand: w.agentRand(seq),
 		lane: seq, clk: &laneClock{Clock: w.clk}, register: backoff.Registration(),
 	}
 	if err := sa.build(); err != nil {
@@ -139,20 +158,28 @@ func (w *World) addAgent(zone string, index int) error {
 }
 
 // build makes a new agent process for the machine: the agent, a pod
-// worker over an empty fake runtime and, when graceful shutdown is on, a
-// shutdown manager holding its delay lock.
+// worker over an empty fake runtime, the container manager when a resource
+// setting is set and, when graceful shutdown is on, a shutdown manager
+// holding its delay lock.
 func (a *simAgent) build() error {
 	w := a.w
 	rt := fakeruntime.New(fakeruntime.Config{Clock: a.clk})
 	// The agent's volume manager, which each boot starts afresh: a reboot
 	// leaves nothing mounted.
 	vols := newSimVolumes(a)
+	res, err := a.containerManager()
+	if err != nil {
+		return err
+	}
 	ag, err := agent.New(agent.Config{
-		Client:                    a.client,
-		NodeName:                  a.name,
-		RegisterNode:              true,
-		NodeLabels:                map[string]string{corev1.LabelTopologyZone: a.zone},
-		Status:                    nodestatus.Config{NodeName: a.name, Hostname: a.name, KubeletVersion: version.Info().GitVersion, RuntimeName: "fake", RuntimeVersion: "0.1.0"},
+		Client:       a.client,
+		NodeName:     a.name,
+		RegisterNode: true,
+		NodeLabels:   map[string]string{corev1.LabelTopologyZone: a.zone},
+		Status: nodestatus.Config{
+			NodeName: a.name, Hostname: a.name, KubeletVersion: version.Info().GitVersion, RuntimeName: "fake", RuntimeVersion: "0.1.0",
+			SystemReserved: w.settings.Resources.systemReserved(),
+		},
 		NodeStatusUpdateFrequency: w.settings.NodeStatusUpdateFrequency,
 		NodeStatusReportFrequency: w.settings.NodeStatusReportFrequency,
 		NodeLeaseDurationSeconds:  w.settings.NodeLeaseDurationSeconds,
@@ -168,7 +195,7 @@ func (a *simAgent) build() error {
 	if err != nil {
 		return err
 	}
-	worker, err := pods.New(pods.Config{Client: a.client, NodeName: a.name, Nodes: nodeLister{w.mirror}, Pods: podLister{w.mirror}, Runtime: rt, Clock: a.clk, Admit: a.admit, Volumes: vols, Logger: w.log})
+	worker, err := pods.New(pods.Config{Client: a.client, NodeName: a.name, Nodes: nodeLister{w.mirror}, Pods: podLister{w.mirror}, Runtime: rt, Clock: a.clk, Admit: a.admit, Volumes: vols, Resources: res, Logger: w.log})
 	if err != nil {
 		return err
 	}
@@ -202,6 +229,48 @@ func (a *simAgent) build() error {
 	}
 	a.shutdown, a.bus = mgr, bus
 	return nil
+}
+
+// containerManager is a new agent process's container manager (package
+// cm) as its pod worker uses it, or nil when no resource setting is set:
+// the CPU and topology managers of the settings over the machine's
+// topology, cpu and memory. It decides only: it writes no cgroup (the fake
+// runtime applies nothing), and exports no metrics. Its state files are in
+// the node's state directory, so the next boot's manager restores them, as
+// the kubelet's do.
+func (a *simAgent) containerManager() (pods.Resources, error) {
+	r := a.w.settings.Resources
+	if !r.On() {
+		return nil, nil
+	}
+	dir, err := a.w.rootDir(a.name)
+	if err != nil {
+		return nil, err
+	}
+	topo, err := a.host.Topology()
+	if err != nil {
+		return nil, err
+	}
+	machine := a.host.State()
+	policy, scope := r.topologyManager()
+	m, err := cm.New(cm.Config{
+		RootDir:  dir,
+		Topology: topo,
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewQuantity(int64(machine.CPUs), resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(int64(machine.Memory.Capacity), resource.BinarySI),
+		},
+		SystemReserved:        r.systemReserved(),
+		CPUManager:            r.cpuManager(),
+		TopologyManagerPolicy: policy,
+		TopologyManagerScope:  scope,
+		Clock:                 a.clk,
+		Logger:                a.w.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cm.WorkerHooks{Manager: m, Clock: a.clk, Reconcile: options.DefaultCPUManagerReconcilePeriod, Logger: a.w.log}, nil
 }
 
 // shutdownStatus is the agent's Config.ShutdownStatus: the manager's,
@@ -242,8 +311,9 @@ func (p shutdownPods) Terminate(pod *corev1.Pod, grace time.Duration, final func
 func (p shutdownPods) Kick() { p.a.kick(podsNow) }
 
 // rootDir is node's state directory, where its shutdown manager writes
-// its state file and report: a directory of the World's own, made on
-// first use and removed by Close.
+// its state file and report and its container manager its CPU and memory
+// managers' state: a directory of the World's own, made on first use and
+// removed by Close.
 func (w *World) rootDir(node string) (string, error) {
 	if w.dir == "" {
 		dir, err := os.MkdirTemp("", "knode-sim-")

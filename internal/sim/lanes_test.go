@@ -23,7 +23,7 @@ import (
 // every Node, Lease, Pod, claim, volume, attachment and StatefulSet, apart
 // from the revisions they were written at.
 func TestLanesKeepTheOutcome(t *testing.T) {
-	for _, path := range []string{"testdata/stop-start.txt", "../../examples/sim/zone-outage.txt", "../../examples/sim/rolling-reboot.txt", "../../examples/sim/zone-outage-volumes.txt", "../../examples/sim/statefulset-zone-outage-taint.txt"} {
+	for _, path := range []string{"testdata/stop-start.txt", "../../examples/sim/zone-outage.txt", "../../examples/sim/rolling-reboot.txt", "../../examples/sim/zone-outage-volumes.txt", "../../examples/sim/statefulset-zone-outage-taint.txt", "../../examples/sim/cpu-manager-numa.txt"} {
 		t.Run(path, func(t *testing.T) {
 			serial := replayWorld(t, path, Config{Seed: 3, Batch: 1, Workers: 1})
 			lanes := replayWorld(t, path, Config{Seed: 3, Workers: 4})

@@ -29,7 +29,8 @@ var PodRequests = corev1.ResourceList{
 // p.Priority.Given, each pod names a PriorityClass of its Value (see
 // priorityClass); otherwise none, so its priority is 0. With p.Stop.Given,
 // each pod's container answers a stop request as it says (see image);
-// otherwise it exits at once. With p.Volume, each pod mounts a volume of
+// otherwise it exits at once. With p.Resources given, each pod is
+// Guaranteed (see resources). With p.Volume, each pod mounts a volume of
 // its own (see volumes.go).
 func (w *World) AddPods(p script.Pods) error {
 	if err := w.start(); err != nil {
@@ -71,11 +72,28 @@ func podSpec(p script.Pods, class string) corev1.PodSpec {
 		Containers: []corev1.Container{{
 			Name:      "app",
 			Image:     image(p.Stop),
-			Resources: corev1.ResourceRequirements{Requests: PodRequests},
+			Resources: resources(p.Resources),
 		}},
 		Tolerations:       tolerations(p.Toleration),
 		PriorityClassName: class,
 	}
+}
+
+// resources are the container's requests and limits: PodRequests, or,
+// when r names cpu or memory, those as both requests and limits (PodRequests
+// for the one not named), so the pod is Guaranteed.
+func resources(r script.Resources) corev1.ResourceRequirements {
+	if !r.Given() {
+		return corev1.ResourceRequirements{Requests: PodRequests}
+	}
+	want := PodRequests.DeepCopy()
+	if !r.CPU.IsZero() {
+		want[corev1.ResourceCPU] = r.CPU
+	}
+	if !r.Memory.IsZero() {
+		want[corev1.ResourceMemory] = r.Memory
+	}
+	return corev1.ResourceRequirements{Requests: want, Limits: want.DeepCopy()}
 }
 
 // mount has spec's container mount the volume named volumeName at
@@ -182,7 +200,7 @@ func (w *World) Exec(st script.Statement) error {
 		}
 		return nil
 	case script.Nodes:
-		return w.AddNodes(st.Zone, st.Count)
+		return w.AddMachines(st)
 	case script.Pods:
 		return w.AddPods(st)
 	case script.StatefulSet:

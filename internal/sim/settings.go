@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -8,12 +9,17 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/cpuset"
 
 	"knode/internal/admission/defaulttolerationseconds"
 	"knode/internal/agent"
+	"knode/internal/agent/cpumanager"
 	"knode/internal/agent/lease"
 	"knode/internal/agent/shutdown"
+	"knode/internal/agent/topology"
 	"knode/internal/controller/nodelifecycle"
 	"knode/internal/controller/podgc"
 )
@@ -50,6 +56,47 @@ type Settings struct {
 	// and shutdown-grace-period-by-pod-priority. The zero value (the
 	// default) turns graceful shutdown off.
 	Shutdown shutdown.Settings
+	// Resources are the kubelet's resource manager settings; with none set
+	// (the default) the agents run no container manager.
+	Resources ResourceSettings
+}
+
+// ResourceSettings are the kubelet's CPU and topology manager settings, set
+// as cpu-manager-policy, reserved-cpus, topology-manager-policy and
+// topology-manager-scope. "" means not set: the kubelet's default (none,
+// no CPUs, none, container) once any of them is set.
+type ResourceSettings struct {
+	CPUManagerPolicy      string
+	ReservedCPUs          string // a cpuset, such as 0,4 or 0-1
+	TopologyManagerPolicy string
+	TopologyManagerScope  string
+}
+
+// On reports whether any setting is set: then every agent runs the
+// container manager.
+func (r ResourceSettings) On() bool { return r != ResourceSettings{} }
+
+// cpuManager is the CPU manager's configuration.
+func (r ResourceSettings) cpuManager() cpumanager.Config {
+	return cpumanager.Config{Policy: r.CPUManagerPolicy, ReservedSystemCPUs: r.ReservedCPUs}
+}
+
+// systemReserved is what the CPUs of reserved-cpus hold back from the
+// node's allocatable, as the kubelet reserves them: their count as
+// system-reserved cpu. Nil without reserved-cpus (or one that does not
+// parse, which validateEach refuses).
+func (r ResourceSettings) systemReserved() corev1.ResourceList {
+	set, err := cpuset.Parse(r.ReservedCPUs)
+	if err != nil || set.IsEmpty() {
+		return nil
+	}
+	return corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(int64(set.Size()), resource.DecimalSI)}
+}
+
+// topologyManager is the topology manager's policy and scope, defaults
+// applied.
+func (r ResourceSettings) topologyManager() (policy, scope string) {
+	return cmp.Or(r.TopologyManagerPolicy, topology.PolicyNone), cmp.Or(r.TopologyManagerScope, topology.ScopeContainer)
 }
 
 // DefaultSettings are the upstream defaults knode documents.
@@ -92,6 +139,10 @@ func (s *Settings) flags() *pflag.FlagSet {
 	fs.DurationVar(&s.Shutdown.GracePeriod, "shutdown-grace-period", s.Shutdown.GracePeriod, "")
 	fs.DurationVar(&s.Shutdown.CriticalPods, "shutdown-grace-period-critical-pods", s.Shutdown.CriticalPods, "")
 	fs.Var((*byPriority)(&s.Shutdown.ByPriority), "shutdown-grace-period-by-pod-priority", "")
+	fs.StringVar(&s.Resources.CPUManagerPolicy, "cpu-manager-policy", s.Resources.CPUManagerPolicy, "")
+	fs.StringVar(&s.Resources.ReservedCPUs, "reserved-cpus", s.Resources.ReservedCPUs, "")
+	fs.StringVar(&s.Resources.TopologyManagerPolicy, "topology-manager-policy", s.Resources.TopologyManagerPolicy, "")
+	fs.StringVar(&s.Resources.TopologyManagerScope, "topology-manager-scope", s.Resources.TopologyManagerScope, "")
 	return fs
 }
 
@@ -127,8 +178,9 @@ func (b *byPriority) Type() string { return "priority:seconds,..." }
 
 // Set changes one setting by its flag name, with the flag's syntax, and
 // checks the rules that concern that setting alone. The shutdown settings
-// depend on one another, so their rules are checked only by Validate, once
-// all are set.
+// depend on one another, and so do cpu-manager-policy=static and
+// reserved-cpus, so those rules are checked only by Validate, once all are
+// set.
 func (s *Settings) Set(name, value string) error {
 	fs := s.flags()
 	f := fs.Lookup(name)
@@ -150,6 +202,11 @@ func (s *Settings) Validate() error {
 	}
 	if err := s.Shutdown.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", s.shutdownKeys(), err)
+	}
+	// validateEach has checked each alone: what is left is the static
+	// policy without a reservation.
+	if err := s.Resources.cpuManager().Validate(); err != nil {
+		return fmt.Errorf("cpu-manager-policy=%s: %w: set reserved-cpus (such as reserved-cpus=0), the CPUs kept for the system", s.Resources.CPUManagerPolicy, err)
 	}
 	return nil
 }
@@ -202,6 +259,35 @@ func (s *Settings) validateEach() error {
 		return fmt.Errorf("default-unreachable-toleration-seconds=%v: must not be negative", s.DefaultUnreachableTolerationSeconds)
 	case s.NodeLeaseDurationSeconds <= 0:
 		return fmt.Errorf("node-lease-duration-seconds=%v: must be greater than 0", s.NodeLeaseDurationSeconds)
+	}
+	return s.Resources.validateEach()
+}
+
+// validateEach checks each resource setting alone with the managers' own
+// rules, the others at their defaults. The static policy's need of a
+// reservation is the one rule across them; Settings.Validate checks it.
+func (r ResourceSettings) validateEach() error {
+	if p := r.CPUManagerPolicy; p != "" && p != cpumanager.PolicyStatic {
+		if err := (cpumanager.Config{Policy: p}).Validate(); err != nil {
+			return fmt.Errorf("cpu-manager-policy=%s: %w (want %s or %s)", p, err, cpumanager.PolicyNone, cpumanager.PolicyStatic)
+		}
+	}
+	if c := r.ReservedCPUs; c != "" {
+		if err := (cpumanager.Config{ReservedSystemCPUs: c}).Validate(); err != nil {
+			return fmt.Errorf("reserved-cpus=%s: %w (want a cpuset such as 0,4 or 0-1)", c, err)
+		}
+	}
+	// The machines' NUMA node count is checked against the policy by each
+	// agent's container manager, which knows its machine.
+	if p := r.TopologyManagerPolicy; p != "" {
+		if err := topology.ValidateConfig(p, topology.ScopeContainer, nil, 0); err != nil {
+			return fmt.Errorf("topology-manager-policy=%s: %w", p, err)
+		}
+	}
+	if sc := r.TopologyManagerScope; sc != "" {
+		if err := topology.ValidateConfig(topology.PolicyNone, sc, nil, 0); err != nil {
+			return fmt.Errorf("topology-manager-scope=%s: %w", sc, err)
+		}
 	}
 	return nil
 }

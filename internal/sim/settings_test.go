@@ -10,6 +10,7 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
 	"knode/internal/sim"
+	"knode/internal/sim/script"
 )
 
 func TestSettingsSet(t *testing.T) {
@@ -40,6 +41,17 @@ func TestSettingsSet(t *testing.T) {
 		{name: "shutdown by priority not pairs", flag: "shutdown-grace-period-by-pod-priority", value: "0:20,100000", wantErr: `shutdown-grace-period-by-pod-priority=0:20,100000: invalid argument "0:20,100000" for "--shutdown-grace-period-by-pod-priority" flag: entry "100000": must be <priority>:<seconds>`},
 		{name: "shutdown by priority beyond int32", flag: "shutdown-grace-period-by-pod-priority", value: "3000000000:10", wantErr: `entry "3000000000:10": must be <priority>:<seconds>, a 32-bit integer and a whole number of seconds`},
 		{name: "shutdown grace period not a duration", flag: "shutdown-grace-period", value: "30", wantErr: "shutdown-grace-period=30: "},
+		{name: "static CPU manager, alone", flag: "cpu-manager-policy", value: "static", check: func(s sim.Settings) bool { return s.Resources.CPUManagerPolicy == "static" && s.Resources.On() }},
+		{name: "none CPU manager", flag: "cpu-manager-policy", value: "none", check: func(s sim.Settings) bool { return s.Resources.On() }},
+		{name: "unknown CPU manager policy", flag: "cpu-manager-policy", value: "Static", wantErr: `cpu-manager-policy=Static: unknown policy: "Static" (want none or static)`},
+		{name: "reserved CPUs", flag: "reserved-cpus", value: "0,4", check: func(s sim.Settings) bool { return s.Resources.ReservedCPUs == "0,4" }},
+		{name: "reserved CPUs range", flag: "reserved-cpus", value: "0-1", check: func(s sim.Settings) bool { return s.Resources.ReservedCPUs == "0-1" }},
+		{name: "reserved CPUs not a cpuset", flag: "reserved-cpus", value: "0;4", wantErr: `reserved-cpus=0;4: reservedSystemCPUs: unable to parse "0;4": `},
+		{name: "reserved CPUs ending in a comma", flag: "reserved-cpus", value: "0,", wantErr: `reserved-cpus=0,: reservedSystemCPUs: unable to parse "0,": `},
+		{name: "topology manager policy", flag: "topology-manager-policy", value: "single-numa-node", check: func(s sim.Settings) bool { return s.Resources.TopologyManagerPolicy == "single-numa-node" }},
+		{name: "unknown topology manager policy", flag: "topology-manager-policy", value: "single-numa", wantErr: `topology-manager-policy=single-numa: invalid configuration: topologyManagerPolicy (--topology-manager-policy) "single-numa" must be one of: ["none" "best-effort" "restricted" "single-numa-node"]`},
+		{name: "topology manager scope", flag: "topology-manager-scope", value: "pod", check: func(s sim.Settings) bool { return s.Resources.TopologyManagerScope == "pod" }},
+		{name: "unknown topology manager scope", flag: "topology-manager-scope", value: "node", wantErr: `topology-manager-scope=node: invalid configuration: topologyManagerScope (--topology-manager-scope) "node" must be one of: "container", or "pod"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := sim.DefaultSettings()
@@ -52,6 +64,59 @@ func TestSettingsSet(t *testing.T) {
 			}
 			if err != nil || !tc.check(s) {
 				t.Fatalf("Set(%s, %s) = %v; settings %+v", tc.flag, tc.value, err, s)
+			}
+		})
+	}
+}
+
+// No resource setting is set by default, so no container manager runs.
+func TestDefaultResourceSettingsOff(t *testing.T) {
+	if r := sim.DefaultSettings().Resources; r.On() {
+		t.Errorf("default resource settings %+v are on", r)
+	}
+}
+
+// The static CPU policy needs reserved-cpus, whatever their order; what
+// depends on the machine (its CPUs, its NUMA nodes) is checked by each
+// node's container manager, and the error names the node.
+func TestResourceSettingsCheckedTogether(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		settings [][2]string
+		nodes    script.Nodes
+		wantErr  string
+	}{
+		{name: "reserved CPUs set after the policy", settings: [][2]string{{"cpu-manager-policy", "static"}, {"reserved-cpus", "0"}}},
+		{name: "static without reserved CPUs", settings: [][2]string{{"cpu-manager-policy", "static"}, {"topology-manager-policy", "restricted"}},
+			wantErr: "settings: cpu-manager-policy=static: [cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero: set reserved-cpus (such as reserved-cpus=0), the CPUs kept for the system"},
+		{name: "reserved CPUs the machine lacks", settings: [][2]string{{"cpu-manager-policy", "static"}, {"reserved-cpus", "4"}},
+			wantErr: `node a-1: cpuManagerPolicy "static": reservedSystemCPUs "4": CPUs "4" are not on this machine`},
+		{name: "more NUMA nodes than the policy allows", settings: [][2]string{{"topology-manager-policy", "best-effort"}}, nodes: script.Nodes{CPUs: 9, NUMANodes: 9},
+			wantErr: `node a-1: invalid configuration: topologyManagerPolicy "best-effort": unsupported on machines with more than 8 NUMA Nodes`},
+		{name: "many NUMA nodes with the none policy", settings: [][2]string{{"topology-manager-scope", "pod"}}, nodes: script.Nodes{CPUs: 9, NUMANodes: 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := sim.New(context.Background(), sim.Config{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			for _, kv := range tc.settings {
+				if err := w.Set(kv[0], kv[1]); err != nil {
+					t.Fatalf("Set(%s, %s) = %v", kv[0], kv[1], err)
+				}
+			}
+			n := tc.nodes
+			n.Zone, n.Count = "a", 1
+			err = w.AddMachines(n)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("AddMachines = %v", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.wantErr {
+				t.Fatalf("AddMachines = %v, want %q", err, tc.wantErr)
 			}
 		})
 	}

@@ -50,6 +50,21 @@
 // The managers write their state files and reports under a directory of
 // the World's own, removed by Close.
 //
+// Node resources: with any of the settings cpu-manager-policy,
+// reserved-cpus, topology-manager-policy and topology-manager-scope set,
+// each agent process runs the real container manager (internal/agent/cm)
+// in its pod worker, as knode agent does, over its machine's fake
+// topology (nodes … cpus=<c> numa-nodes=<k>), cpu and memory: the CPU
+// manager (none or static) and the topology manager admit or reject each
+// pod, and reserved-cpus is held back from the node's allocatable cpu. It
+// only decides: no cgroup is written and the fake runtime applies nothing.
+// Its state files (cpu_manager_state, memory_manager_state) are in the
+// node's directory of the World, so a rebooted machine's new manager
+// restores them. A rejected pod ends Failed with the kubelet's reason
+// (such as TopologyAffinityError); pods_rejected counts them, and the
+// summary gives their reasons. With none of these settings (the default)
+// no container manager runs, as before.
+//
 // Non-graceful node shutdown: an operator's at <t> taint out-of-service
 // statement puts node.kubernetes.io/out-of-service=nodeshutdown:NoExecute
 // on nodes (untaint takes it off). Being NoExecute, it has taint eviction
@@ -107,6 +122,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"knode/internal/admission/defaulttolerationseconds"
+	"knode/internal/agent/pods"
 	"knode/internal/agent/shutdown"
 	"knode/internal/apiserver"
 	"knode/internal/auth"
@@ -237,6 +253,9 @@ type World struct {
 	// shutDown counts, per zone, the pods a node shutdown ended.
 	shutDown     map[string]int
 	shutDownUIDs map[types.UID]bool
+	// rejected counts, per zone, the pods an agent rejected at admission.
+	rejected     map[string]int
+	rejectedUIDs map[types.UID]bool
 	// forceDetached counts, per zone, the volumes detached without a
 	// verified unmount.
 	forceDetached map[string]int
@@ -260,6 +279,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		changedNodes: map[string]bool{}, untainted: map[string]bool{}, changedPods: map[types.NamespacedName]bool{},
 		evicted: map[string]int{}, evictedUIDs: map[types.UID]bool{}, laneRank: map[int]int{},
 		shutDown: map[string]int{}, shutDownUIDs: map[types.UID]bool{}, classes: map[string]bool{},
+		rejected: map[string]int{}, rejectedUIDs: map[types.UID]bool{},
 		marks: map[string]*zoneMarks{}, unattached: map[string]bool{}, forceDetached: map[string]int{},
 		setMarks: map[types.NamespacedName]*setMarks{},
 	}
@@ -562,6 +582,7 @@ func (w *World) nodeChanged(old, cur *corev1.Node) {
 func (w *World) podChanged(old, cur *corev1.Pod) {
 	w.countEviction(cur, old)
 	w.countShutdown(cur)
+	w.countRejection(cur)
 	if !w.started() {
 		return
 	}
@@ -638,6 +659,23 @@ func (w *World) countShutdown(cur *corev1.Pod) {
 	w.shutDown[w.zoneOf(cur.Spec.NodeName)]++
 }
 
+// countRejection counts a pod the first time it is seen Failed by its
+// agent's admission (the pod worker's "Pod was rejected: " message), in its
+// node's zone, and by reason.
+func (w *World) countRejection(cur *corev1.Pod) {
+	if cur == nil || cur.Status.Phase != corev1.PodFailed || !strings.HasPrefix(cur.Status.Message, pods.RejectedMessagePrefix) || w.rejectedUIDs[cur.UID] {
+		return
+	}
+	w.rejectedUIDs[cur.UID] = true
+	zone := w.zoneOf(cur.Spec.NodeName)
+	w.rejected[zone]++
+	m := w.marksOf(zone)
+	if m.rejections == nil {
+		m.rejections = map[string]int{}
+	}
+	m.rejections[cur.Status.Reason]++
+}
+
 // zoneMarks are a zone's NoExecute taints and first eviction as they
 // happen, at the virtual time the World observes them, rather than as the
 // 10 s samples catch them.
@@ -653,6 +691,8 @@ type zoneMarks struct {
 	// first at firstForceDetached.
 	forceDetached      bool
 	firstForceDetached time.Duration
+	// rejections counts the zone's pods rejected at admission, by reason.
+	rejections map[string]int
 }
 
 func (w *World) marksOf(zone string) *zoneMarks {
@@ -699,6 +739,7 @@ func (w *World) Summary() []ZoneSummary {
 		if m.forceDetached {
 			out[i].FirstForceDetached = m.firstForceDetached
 		}
+		out[i].Rejections = maps.Clone(m.rejections)
 	}
 	return out
 }
@@ -830,7 +871,7 @@ func (w *World) Snapshot() []timeline.Row {
 	get := func(zone string) *timeline.Row {
 		s := byZone[zone]
 		if s == nil {
-			s = &timeline.Row{TimeS: int64(w.Now() / time.Second), Zone: zone, PodsEvicted: w.evicted[zone], PodsShutDown: w.shutDown[zone], VolumesForceDetached: w.forceDetached[zone]}
+			s = &timeline.Row{TimeS: int64(w.Now() / time.Second), Zone: zone, PodsEvicted: w.evicted[zone], PodsShutDown: w.shutDown[zone], VolumesForceDetached: w.forceDetached[zone], PodsRejected: w.rejected[zone]}
 			byZone[zone] = s
 		}
 		return s

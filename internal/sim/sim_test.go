@@ -301,25 +301,35 @@ func TestZoneOutageVolumesNoTimeout(t *testing.T) {
 // "# answer: statefulset <name> never ready again".
 var answerLine = regexp.MustCompile(`^# answer: statefulset (\S+) (?:ready again at (\S+)|never ready again)$`)
 
-// answers reads the answers an example states.
-func answers(t *testing.T, path string) map[string]string {
+// rejectionLine is an example's stated answer about the pods a zone's
+// agents rejected, as the summary prints it: "# answer: zone <z>: <n> pods
+// rejected at admission (<reason> <n>, ...)".
+var rejectionLine = regexp.MustCompile(`^# answer: zone (\S+): (\d+ pods rejected at admission \(.+\))$`)
+
+// answers reads the answers an example states: about StatefulSets, by
+// name, and about rejections, by zone.
+func answers(t *testing.T, path string) (sets, rejections map[string]string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
+	sets, rejections = map[string]string{}, map[string]string{}
 	for _, line := range strings.Split(string(data), "\n") {
 		if !strings.HasPrefix(line, "# answer:") {
 			continue
 		}
+		if m := rejectionLine.FindStringSubmatch(line); m != nil {
+			rejections[m[1]] = m[2]
+			continue
+		}
 		m := answerLine.FindStringSubmatch(line)
 		if m == nil {
-			t.Fatalf("%s: %q is not an answer this test reads (%s)", path, line, answerLine)
+			t.Fatalf("%s: %q is not an answer this test reads (%s or %s)", path, line, answerLine, rejectionLine)
 		}
-		out[m[1]] = m[2]
+		sets[m[1]] = m[2]
 	}
-	return out
+	return sets, rejections
 }
 
 // Each example that states an answer about a StatefulSet gets it: ready
@@ -329,7 +339,7 @@ func TestStatefulSetAnswers(t *testing.T) {
 	examples, _ := filepath.Glob("../../examples/sim/*.txt")
 	checked := 0
 	for _, path := range examples {
-		want := answers(t, path)
+		want, _ := answers(t, path)
 		if len(want) == 0 {
 			continue
 		}
@@ -359,6 +369,77 @@ func TestStatefulSetAnswers(t *testing.T) {
 	}
 	if checked < 3 {
 		t.Errorf("%d examples state an answer, want at least the 3 statefulset-zone-outage examples", checked)
+	}
+}
+
+// Each example that states how many pods a zone's agents rejected, and
+// why, gets it: the zone's summary says exactly that.
+func TestRejectionAnswers(t *testing.T) {
+	examples, _ := filepath.Glob("../../examples/sim/*.txt")
+	checked := 0
+	for _, path := range examples {
+		_, want := answers(t, path)
+		if len(want) == 0 {
+			continue
+		}
+		checked++
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			r := run(t, path, 1)
+			for zone, answer := range want {
+				line := "zone " + zone + ": "
+				for _, l := range strings.Split(r.summary, "\n") {
+					if strings.HasPrefix(l, line) {
+						line = l
+					}
+				}
+				if !strings.Contains(line, ", "+answer+", ") {
+					t.Errorf("zone %s's summary %q does not say %q", zone, line, answer)
+				}
+			}
+		})
+	}
+	if checked < 1 {
+		t.Errorf("%d examples state an answer about rejected pods, want at least cpu-manager-numa.txt", checked)
+	}
+}
+
+// The pods single-numa-node rejects in cpu-manager-numa.txt are the ones
+// best-effort would run: replayed with that policy, nothing is rejected
+// and all 12 pods run.
+func TestCPUManagerNUMAExampleWithBestEffort(t *testing.T) {
+	f, err := os.Open("../../examples/sim/cpu-manager-numa.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc, err := script.Parse("cpu-manager-numa.txt", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := 0
+	for _, st := range sc.Statements {
+		set, ok := st.(script.Set)
+		if !ok {
+			continue
+		}
+		for i, kv := range set.Settings {
+			if kv.Name == "topology-manager-policy" {
+				set.Settings[i].Value = "best-effort"
+				swapped++
+			}
+		}
+	}
+	if swapped != 1 {
+		t.Fatalf("the example sets topology-manager-policy %d times, want once", swapped)
+	}
+	w, err := sim.Run(context.Background(), sc, sim.Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	zones := w.Summary()
+	if len(zones) != 1 || zones[0].PodsRejected != 0 || zones[0].Pods != 12 {
+		t.Errorf("with best-effort: %+v; want no pod rejected and 12 running in zone a", zones)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"knode/internal/sim/timeline"
@@ -36,6 +37,11 @@ type ZoneSummary struct {
 	FirstForceDetached                  time.Duration
 	// Pods is the pods bound in the zone, and not ended, at the end.
 	Pods int
+	// PodsRejected is the pods the zone's agents rejected at admission;
+	// Rejections counts them by reason (such as TopologyAffinityError)
+	// when the World observed them, nil otherwise.
+	PodsRejected int
+	Rejections   map[string]int
 }
 
 // TaintRate is the observed rate of NoExecute tainting in nodes a second,
@@ -59,7 +65,7 @@ func Summarize(rows []timeline.Row) []ZoneSummary {
 			byZone[r.Zone] = z
 		}
 		at := time.Duration(r.TimeS) * time.Second
-		z.Nodes, z.Pods, z.Evicted, z.PodsShutDown = r.Nodes, r.Pods, r.PodsEvicted, r.PodsShutDown
+		z.Nodes, z.Pods, z.Evicted, z.PodsShutDown, z.PodsRejected = r.Nodes, r.Pods, r.PodsEvicted, r.PodsShutDown, r.PodsRejected
 		z.VolumesAttached, z.VolumesForceDetached = r.VolumesAttached, r.VolumesForceDetached
 		z.MaxSilent = max(z.MaxSilent, r.NotReady+r.Unknown)
 		z.MaxShuttingDown = max(z.MaxShuttingDown, r.ShuttingDown)
@@ -84,8 +90,8 @@ func Summarize(rows []timeline.Row) []ZoneSummary {
 	return out
 }
 
-// WriteSummary prints the summaries, one line per zone. Shutdowns and
-// volumes are only mentioned for a zone that had some.
+// WriteSummary prints the summaries, one line per zone. Shutdowns,
+// volumes and rejected pods are only mentioned for a zone that had some.
 func WriteSummary(w io.Writer, zones []ZoneSummary) error {
 	for _, z := range zones {
 		line := fmt.Sprintf("zone %s: %d nodes, at most %d not Ready", z.Zone, z.Nodes, z.MaxSilent)
@@ -114,12 +120,28 @@ func WriteSummary(w io.Writer, zones []ZoneSummary) error {
 			}
 			line += fmt.Sprintf(", %d attached at the end", z.VolumesAttached)
 		}
+		if z.PodsRejected > 0 {
+			line += fmt.Sprintf(", %d pods rejected at admission%s", z.PodsRejected, reasons(z.Rejections))
+		}
 		line += fmt.Sprintf(", %d pods running at the end\n", z.Pods)
 		if _, err := io.WriteString(w, line); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// reasons prints counts by reason, " (A 2, B 1)" in reason order; "" for
+// none.
+func reasons(by map[string]int) string {
+	if len(by) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, r := range sortedKeys(by) {
+		parts = append(parts, fmt.Sprintf("%s %d", r, by[r]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // WriteStatefulSets prints one line per StatefulSet (see

@@ -64,3 +64,26 @@ func TestWriteSummaryShutdowns(t *testing.T) {
 		t.Errorf("summary (-want +got):\n%s", diff)
 	}
 }
+
+// Rejected pods appear in a zone's line only when the zone had some, with
+// their reasons in reason order when the World observed them.
+func TestWriteSummaryRejections(t *testing.T) {
+	rows := []timeline.Row{
+		{TimeS: 0, Zone: "a", Nodes: 2, Ready: 2, Pods: 4},
+		{TimeS: 0, Zone: "b", Nodes: 2, Ready: 2, Pods: 3, PodsRejected: 1},
+		{TimeS: 0, Zone: "c", Nodes: 1, Ready: 1, Pods: 1, PodsRejected: 2},
+		{TimeS: 10, Zone: "b", Nodes: 2, Ready: 2, Pods: 3, PodsRejected: 3},
+	}
+	zones := Summarize(rows)
+	zones[1].Rejections = map[string]int{"TopologyAffinityError": 2, "OutOfcpu": 1}
+	var b strings.Builder
+	if err := WriteSummary(&b, zones); err != nil {
+		t.Fatal(err)
+	}
+	want := "zone a: 2 nodes, at most 0 not Ready, none tainted NoExecute, no pod evicted, 4 pods running at the end\n" +
+		"zone b: 2 nodes, at most 0 not Ready, none tainted NoExecute, no pod evicted, 3 pods rejected at admission (OutOfcpu 1, TopologyAffinityError 2), 3 pods running at the end\n" +
+		"zone c: 1 nodes, at most 0 not Ready, none tainted NoExecute, no pod evicted, 2 pods rejected at admission, 1 pods running at the end\n"
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+}

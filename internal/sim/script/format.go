@@ -47,7 +47,14 @@ func (s Set) String() string {
 
 // String prints the statement in canonical form.
 func (s Nodes) String() string {
-	return "nodes " + strconv.Itoa(s.Count) + " zone=" + s.Zone
+	out := "nodes " + strconv.Itoa(s.Count) + " zone=" + s.Zone
+	if s.CPUs > 0 {
+		out += " cpus=" + strconv.Itoa(s.CPUs)
+	}
+	if s.NUMANodes > 0 {
+		out += " numa-nodes=" + strconv.Itoa(s.NUMANodes)
+	}
+	return out
 }
 
 // String prints the statement in canonical form.
@@ -69,6 +76,12 @@ func (s Pods) String() string {
 		out += " stop=ignore"
 	default:
 		out += " stop=" + formatDuration(s.Stop.After)
+	}
+	if !s.Resources.CPU.IsZero() {
+		out += " cpu=" + s.Resources.CPU.String()
+	}
+	if !s.Resources.Memory.IsZero() {
+		out += " memory=" + s.Resources.Memory.String()
 	}
 	if s.Volume {
 		out += " volume"

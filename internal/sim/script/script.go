@@ -7,8 +7,11 @@
 // by white space:
 //
 //	set <flag>=<value> ...                one or more settings, by upstream flag name
-//	nodes <n> zone=<z>                    n nodes named <z>-1 … <z>-<n> in zone z
-//	pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume]
+//	nodes <n> zone=<z> [cpus=<c>] [numa-nodes=<k>]
+//	                                      n nodes named <z>-1 … <z>-<n> in zone z,
+//	                                      each a machine of c CPUs (default 4)
+//	                                      split evenly over k NUMA nodes (default 1)
+//	pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [cpu=<q>] [memory=<q>] [volume]
 //	statefulset <name> replicas=<n> [volume]
 //	                                      a StatefulSet of n pods <name>-0 …
 //	                                      <name>-<n-1>, started in order
@@ -44,6 +47,15 @@
 // A pod with volume mounts a persistent volume of its own: a claim bound to
 // a CSI volume that must be attached to the pod's node.
 //
+// A pod with cpu or memory asks for that quantity (a Kubernetes quantity
+// such as 2, 500m or 1Gi, more than 0) as both its request and its limit,
+// so it is Guaranteed; the one not named takes the simulator's default
+// request as both. A whole number of CPUs is what the static CPU manager
+// gives exclusive CPUs for.
+//
+// A machine's numa-nodes must divide its CPUs evenly: each NUMA node holds
+// the same number of CPUs (and the same share of memory).
+//
 // A StatefulSet's pods are like a pods statement's without options; with
 // volume, each mounts the claim data-<name>-<i> of a volumeClaimTemplate.
 // Its name must be a DNS-1123 label, and so must its last pod's name
@@ -78,6 +90,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 )
 
@@ -119,7 +132,17 @@ type Nodes struct {
 	At    Pos
 	Count int // at least 1
 	Zone  string
+	// CPUs is each machine's CPU count; 0 means not given, DefaultCPUs.
+	CPUs int
+	// NUMANodes is how many NUMA nodes each machine's CPUs and memory are
+	// split over; 0 means not given, one. When given it divides the CPUs
+	// (or DefaultCPUs) evenly.
+	NUMANodes int
 }
+
+// DefaultCPUs is the CPU count of a machine whose nodes statement names
+// none.
+const DefaultCPUs = 4
 
 // Pods adds Count pods.
 type Pods struct {
@@ -128,9 +151,24 @@ type Pods struct {
 	Toleration Toleration
 	Priority   Priority
 	Stop       Termination
+	// Resources are the container's requests and limits, when the
+	// statement names cpu or memory.
+	Resources Resources
 	// Volume gives each pod a persistent volume of its own.
 	Volume bool
 }
+
+// Resources are what a pod's container asks for with cpu=<q> and
+// memory=<q>: each is both its request and its limit, so the pod is
+// Guaranteed.
+type Resources struct {
+	// CPU and Memory are more than 0 when given; a zero one was not named,
+	// and the simulator gives it its default request as both.
+	CPU, Memory resource.Quantity
+}
+
+// Given reports whether the statement named cpu or memory.
+func (r Resources) Given() bool { return !r.CPU.IsZero() || !r.Memory.IsZero() }
 
 // StatefulSet adds a StatefulSet of Replicas pods, <Name>-0 …
 // <Name>-<Replicas-1>.
@@ -269,8 +307,8 @@ func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
 // Usage lines, quoted in errors so the reader sees the expected shape.
 const (
 	usageSet         = "set <flag>=<value> ..."
-	usageNodes       = "nodes <n> zone=<z>"
-	usagePods        = "pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume]"
+	usageNodes       = "nodes <n> zone=<z> [cpus=<c>] [numa-nodes=<k>]"
+	usagePods        = "pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [cpu=<q>] [memory=<q>] [volume]"
 	usageStatefulSet = "statefulset <name> replicas=<n> [volume]"
 	usageAt          = "at <t> stop|start|shutdown|force-delete|taint out-of-service|untaint out-of-service zone=<z> [from=<i>] [count=<k>]"
 	usageRun         = "run <duration>"
@@ -423,11 +461,25 @@ func parseSet(e *statementErrors, at Pos, tokens []string) Statement {
 
 func parseNodes(e *statementErrors, at Pos, tokens []string) Statement {
 	s := Nodes{At: at}
-	pos, kv := args(e, tokens, 1, usageNodes, "zone")
+	pos, kv := args(e, tokens, 1, usageNodes, "zone", "cpus", "numa-nodes")
 	if len(pos) == 0 {
 		e.add("missing count (want %s)", usageNodes)
 	} else {
 		s.Count = count(e, "count", pos[0])
+	}
+	if v, ok := kv["cpus"]; ok {
+		s.CPUs = count(e, "cpus", v)
+	}
+	if v, ok := kv["numa-nodes"]; ok {
+		s.NUMANodes = count(e, "numa-nodes", v)
+		_, named := kv["cpus"]
+		switch {
+		case s.NUMANodes == 0:
+		case named && s.CPUs > 0 && s.CPUs%s.NUMANodes != 0:
+			e.add("numa-nodes %d: must divide cpus %d evenly (each NUMA node holds as many CPUs)", s.NUMANodes, s.CPUs)
+		case !named && DefaultCPUs%s.NUMANodes != 0:
+			e.add("numa-nodes %d: must divide the default %d CPUs evenly (each NUMA node holds as many CPUs; name more with cpus=<c>)", s.NUMANodes, DefaultCPUs)
+		}
 	}
 	zone, ok := kv["zone"]
 	if !ok {
@@ -449,7 +501,7 @@ func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
 	s := Pods{At: at}
 	rest, volume := word(e, tokens, "volume")
 	s.Volume = volume
-	pos, kv := args(e, rest, 1, usagePods, "toleration", "priority", "stop")
+	pos, kv := args(e, rest, 1, usagePods, "toleration", "priority", "stop", "cpu", "memory")
 	if len(pos) == 0 {
 		e.add("missing count (want %s)", usagePods)
 	} else {
@@ -482,7 +534,24 @@ func parsePods(e *statementErrors, at Pos, tokens []string) Statement {
 			e.add("stop %q: must be a non-negative Go duration such as 5s or 1m, or \"ignore\"", v)
 		}
 	}
+	if v, ok := kv["cpu"]; ok {
+		s.Resources.CPU = quantity(e, "cpu", v, "2 or 500m")
+	}
+	if v, ok := kv["memory"]; ok {
+		s.Resources.Memory = quantity(e, "memory", v, "1Gi or 512Mi")
+	}
 	return s
+}
+
+// quantity parses a Kubernetes quantity more than 0, reporting field (with
+// examples of the form) when it is not one.
+func quantity(e *statementErrors, field, v, examples string) resource.Quantity {
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() <= 0 {
+		e.add("%s %q: must be a quantity more than 0, such as %s", field, v, examples)
+		return resource.Quantity{}
+	}
+	return q
 }
 
 // word takes the word w (a flag without a value, such as volume) out of

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the parser's output")
@@ -121,6 +122,26 @@ run 1h
 			},
 		},
 		{
+			name: "machines of several NUMA nodes",
+			in:   "nodes 2 zone=a cpus=8 numa-nodes=2\nnodes 1 numa-nodes=4 zone=b\nnodes 3 zone=c cpus=6\nnodes 1 zone=d cpus=5 numa-nodes=5",
+			want: []Statement{
+				Nodes{At: pos(1), Count: 2, Zone: "a", CPUs: 8, NUMANodes: 2},
+				Nodes{At: pos(2), Count: 1, Zone: "b", NUMANodes: 4},
+				Nodes{At: pos(3), Count: 3, Zone: "c", CPUs: 6},
+				Nodes{At: pos(4), Count: 1, Zone: "d", CPUs: 5, NUMANodes: 5},
+			},
+		},
+		{
+			name: "Guaranteed pods",
+			in:   "pods 4 cpu=2 memory=1Gi\npods 1 memory=512Mi volume\npods 2 cpu=500m toleration=forever\npods 1 cpu=2000m",
+			want: []Statement{
+				Pods{At: pos(1), Count: 4, Resources: Resources{CPU: resource.MustParse("2"), Memory: resource.MustParse("1Gi")}},
+				Pods{At: pos(2), Count: 1, Resources: Resources{Memory: resource.MustParse("512Mi")}, Volume: true},
+				Pods{At: pos(3), Count: 2, Resources: Resources{CPU: resource.MustParse("500m")}, Toleration: Toleration{Given: true, Forever: true}},
+				Pods{At: pos(4), Count: 1, Resources: Resources{CPU: resource.MustParse("2")}},
+			},
+		},
+		{
 			name: "operator actions",
 			in:   "nodes 10 zone=b\nat 15m force-delete zone=b count=5\nat 15m taint out-of-service zone=b from=6\nat 20m untaint zone=b out-of-service count=2",
 			want: []Statement{
@@ -185,10 +206,10 @@ func TestParseErrors(t *testing.T) {
 		{name: "nodes count overflows", in: "nodes 99999999999999999999 zone=a", want: []string{
 			`s.txt:1: nodes: count "99999999999999999999": must be a positive integer`}},
 		{name: "nodes missing everything", in: "nodes", want: []string{
-			`s.txt:1: nodes: missing count (want nodes <n> zone=<z>)`,
-			`s.txt:1: nodes: missing zone=<z> (want nodes <n> zone=<z>)`}},
+			`s.txt:1: nodes: missing count (want nodes <n> zone=<z> [cpus=<c>] [numa-nodes=<k>])`,
+			`s.txt:1: nodes: missing zone=<z> (want nodes <n> zone=<z> [cpus=<c>] [numa-nodes=<k>])`}},
 		{name: "nodes missing zone", in: "nodes 3", want: []string{
-			`s.txt:1: nodes: missing zone=<z> (want nodes <n> zone=<z>)`}},
+			`s.txt:1: nodes: missing zone=<z> (want nodes <n> zone=<z> [cpus=<c>] [numa-nodes=<k>])`}},
 		{name: "nodes empty zone", in: "nodes 3 zone=", want: []string{
 			`s.txt:1: nodes: zone: must not be empty`}},
 		{name: "nodes zone not a label value", in: "nodes 3 zone=a/b", want: []string{
@@ -196,25 +217,49 @@ func TestParseErrors(t *testing.T) {
 		{name: "nodes zone not usable in node names", in: "nodes 3 zone=Zone_A", want: []string{
 			`s.txt:1: nodes: zone "Zone_A": node names such as "Zone_A-3" must be valid node names: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`}},
 		{name: "nodes unknown argument", in: "nodes 3 zone=a colour=red", want: []string{
-			`s.txt:1: nodes: unknown argument "colour=red" (want nodes <n> zone=<z>)`}},
+			`s.txt:1: nodes: unknown argument "colour=red" (want nodes <n> zone=<z> [cpus=<c>] [numa-nodes=<k>])`}},
 		{name: "nodes extra positional", in: "nodes 3 4 zone=a", want: []string{
-			`s.txt:1: nodes: unexpected argument "4" (want nodes <n> zone=<z>)`}},
+			`s.txt:1: nodes: unexpected argument "4" (want nodes <n> zone=<z> [cpus=<c>] [numa-nodes=<k>])`}},
 		{name: "nodes duplicate argument", in: "nodes 3 zone=a zone=b", want: []string{
 			`s.txt:1: nodes: duplicate argument "zone=b": zone=a is already given`}},
 		{name: "nodes zone declared twice", in: "nodes 3 zone=a\nnodes 2 zone=a", want: []string{
 			`s.txt:2: nodes: zone "a": already declared at s.txt:1 (node names derive from the zone, so each zone has one nodes statement)`}},
+		{name: "nodes cpus zero", in: "nodes 3 zone=a cpus=0", want: []string{
+			`s.txt:1: nodes: cpus "0": must be a positive integer`}},
+		{name: "nodes numa-nodes not a number", in: "nodes 3 zone=a numa-nodes=two", want: []string{
+			`s.txt:1: nodes: numa-nodes "two": must be a positive integer`}},
+		{name: "nodes numa-nodes not dividing cpus", in: "nodes 3 zone=a cpus=8 numa-nodes=3", want: []string{
+			`s.txt:1: nodes: numa-nodes 3: must divide cpus 8 evenly (each NUMA node holds as many CPUs)`}},
+		{name: "nodes more NUMA nodes than CPUs", in: "nodes 3 zone=a cpus=2 numa-nodes=4", want: []string{
+			`s.txt:1: nodes: numa-nodes 4: must divide cpus 2 evenly (each NUMA node holds as many CPUs)`}},
+		{name: "nodes numa-nodes not dividing the default cpus", in: "nodes 3 zone=a numa-nodes=3", want: []string{
+			`s.txt:1: nodes: numa-nodes 3: must divide the default 4 CPUs evenly (each NUMA node holds as many CPUs; name more with cpus=<c>)`}},
+		{name: "nodes bad cpus and numa-nodes", in: "nodes 3 zone=a cpus=x numa-nodes=3", want: []string{
+			`s.txt:1: nodes: cpus "x": must be a positive integer`}},
+		{name: "pods cpu zero", in: "pods 3 cpu=0", want: []string{
+			`s.txt:1: pods: cpu "0": must be a quantity more than 0, such as 2 or 500m`}},
+		{name: "pods cpu negative", in: "pods 3 cpu=-1", want: []string{
+			`s.txt:1: pods: cpu "-1": must be a quantity more than 0, such as 2 or 500m`}},
+		{name: "pods cpu not a quantity", in: "pods 3 cpu=two", want: []string{
+			`s.txt:1: pods: cpu "two": must be a quantity more than 0, such as 2 or 500m`}},
+		{name: "pods memory not a quantity", in: "pods 3 memory=1GB", want: []string{
+			`s.txt:1: pods: memory "1GB": must be a quantity more than 0, such as 1Gi or 512Mi`}},
+		{name: "pods memory empty", in: "pods 3 memory=", want: []string{
+			`s.txt:1: pods: memory "": must be a quantity more than 0, such as 1Gi or 512Mi`}},
+		{name: "pods cpu twice", in: "pods 3 cpu=1 cpu=2", want: []string{
+			`s.txt:1: pods: duplicate argument "cpu=2": cpu=1 is already given`}},
 		{name: "pods bad toleration", in: "pods 3 toleration=abc", want: []string{
 			`s.txt:1: pods: toleration "abc": must be a whole number of seconds or "forever"`}},
 		{name: "pods negative toleration", in: "pods 3 toleration=-1", want: []string{
 			`s.txt:1: pods: toleration "-1": must be a whole number of seconds or "forever"`}},
 		{name: "pods missing count", in: "pods toleration=5", want: []string{
-			`s.txt:1: pods: missing count (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume])`}},
+			`s.txt:1: pods: missing count (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [cpu=<q>] [memory=<q>] [volume])`}},
 		{name: "pods volume twice", in: "pods 3 volume volume", want: []string{
 			`s.txt:1: pods: duplicate argument "volume": volume is already given`}},
 		{name: "pods volume with a value", in: "pods 3 volume=1", want: []string{
-			`s.txt:1: pods: unknown argument "volume=1" (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume])`}},
+			`s.txt:1: pods: unknown argument "volume=1" (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [cpu=<q>] [memory=<q>] [volume])`}},
 		{name: "pods volume misspelt", in: "pods 3 volumes", want: []string{
-			`s.txt:1: pods: unexpected argument "volumes" (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [volume])`}},
+			`s.txt:1: pods: unexpected argument "volumes" (want pods <n> [toleration=<seconds>|forever] [priority=<p>] [stop=<duration>|ignore] [cpu=<q>] [memory=<q>] [volume])`}},
 		{name: "pods priority above user classes", in: "pods 3 priority=1000000001", want: []string{
 			`s.txt:1: pods: priority "1000000001": must be a whole number up to 1000000000 (a user-defined PriorityClass), or 2000000000 (system-cluster-critical) or 2000001000 (system-node-critical)`}},
 		{name: "pods priority negative", in: "pods 3 priority=-1", want: []string{
@@ -425,6 +470,7 @@ func FuzzParse(f *testing.F) {
 		"pods 2 stop=ignore\npods 1 stop=1.5s priority=5\npods 3 stop=90s\n",
 		"nodes 4 zone=b\npods 8 volume toleration=30\nat 1m force-delete zone=b count=2\nat 1m taint out-of-service zone=b from=3\nat 2m untaint out-of-service zone=b\n",
 		"statefulset db replicas=3 volume\nstatefulset web replicas=1\n",
+		"nodes 2 zone=a cpus=8 numa-nodes=2\npods 3 cpu=2000m memory=1.5Gi\npods 1 memory=1e3\n",
 		"nodes x\nat -1s\nrun 0\nset --a=b\n",
 		"set a=\u00e9\u00a0b\n",
 		"nodes 2 zone=a.b_c\n",

@@ -85,8 +85,8 @@ const rightAxisColor = "#444"
 // axis on the right, as step lines
 // (a value holds until the next sample). When any row counts a volume,
 // volumes_attached and volumes_force_detached join the right axis, with a
-// legend row of their own. pods_terminating and statefulset_ready are
-// not drawn. title goes on top. The output is
+// legend row of their own. pods_terminating, statefulset_ready and
+// pods_rejected are not drawn. title goes on top. The output is
 // self-contained and byte-identical for equal input; rows is not modified.
 func WriteSVG(w io.Writer, rows []Row, title string) error {
 	sorted := slices.Clone(rows)

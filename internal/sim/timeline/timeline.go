@@ -23,7 +23,7 @@ import (
 )
 
 // Header is the first line of every timeline CSV, exactly.
-const Header = "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down,volumes_attached,volumes_force_detached,pods_terminating,statefulset_ready"
+const Header = "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down,volumes_attached,volumes_force_detached,pods_terminating,statefulset_ready,pods_rejected"
 
 // ErrFormat marks every error ReadCSV returns for bad content (as opposed
 // to a failing reader).
@@ -61,6 +61,10 @@ type Row struct {
 	// StatefulSets at TimeS: a count for the whole cluster, so every
 	// zone's row at one time holds the same value.
 	StatefulSetReady int
+	// PodsRejected counts the zone's pods its nodes' agents rejected at
+	// admission (Failed with the "Pod was rejected: " message, such as a
+	// TopologyAffinityError) since the start, cumulative like PodsEvicted.
+	PodsRejected int
 }
 
 var header = strings.Split(Header, ",")
@@ -83,6 +87,7 @@ func (r Row) fields() []string {
 		strconv.Itoa(r.VolumesForceDetached),
 		strconv.Itoa(r.PodsTerminating),
 		strconv.Itoa(r.StatefulSetReady),
+		strconv.Itoa(r.PodsRejected),
 	}
 }
 
@@ -104,7 +109,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 }
 
 // ReadCSV reads what WriteCSV writes. It is strict: the first line must be
-// Header exactly, every line has all fifteen fields, and every count is a
+// Header exactly, every line has all sixteen fields, and every count is a
 // plain non-negative integer. It returns the first problem, wrapped in
 // ErrFormat and naming the line and the column (1-based field number and
 // its header name).
@@ -157,11 +162,11 @@ func checkHeader(got []string) error {
 	return nil
 }
 
-// parseRow turns the fifteen fields of one record into a Row; lineOf gives the
+// parseRow turns the sixteen fields of one record into a Row; lineOf gives the
 // line of field i for errors.
 func parseRow(rec []string, lineOf func(i int) int) (Row, error) {
 	row := Row{Zone: rec[1]}
-	ints := []*int{nil, nil, &row.Nodes, &row.Ready, &row.NotReady, &row.Unknown, &row.NoExecuteTainted, &row.Pods, &row.PodsEvicted, &row.ShuttingDown, &row.PodsShutDown, &row.VolumesAttached, &row.VolumesForceDetached, &row.PodsTerminating, &row.StatefulSetReady}
+	ints := []*int{nil, nil, &row.Nodes, &row.Ready, &row.NotReady, &row.Unknown, &row.NoExecuteTainted, &row.Pods, &row.PodsEvicted, &row.ShuttingDown, &row.PodsShutDown, &row.VolumesAttached, &row.VolumesForceDetached, &row.PodsTerminating, &row.StatefulSetReady, &row.PodsRejected}
 	for i, v := range rec {
 		if i == 1 {
 			continue

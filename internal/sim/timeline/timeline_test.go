@@ -25,8 +25,8 @@ func TestCSVRoundTrip(t *testing.T) {
 		{name: "no rows"},
 		{name: "one row", rows: []Row{{TimeS: 0, Zone: "a", Nodes: 3, Ready: 3, Pods: 9}}},
 		{name: "every field distinct", rows: []Row{
-			{TimeS: 60, Zone: "a", Nodes: 1, Ready: 2, NotReady: 3, Unknown: 4, NoExecuteTainted: 5, Pods: 6, PodsEvicted: 7, ShuttingDown: 8, PodsShutDown: 9, VolumesAttached: 11, VolumesForceDetached: 12, PodsTerminating: 13, StatefulSetReady: 14},
-			{TimeS: 60, Zone: "b", Nodes: 10, Ready: 20, NotReady: 30, Unknown: 40, NoExecuteTainted: 50, Pods: 60, PodsEvicted: 70, ShuttingDown: 80, PodsShutDown: 90, VolumesAttached: 110, VolumesForceDetached: 120, PodsTerminating: 130, StatefulSetReady: 140},
+			{TimeS: 60, Zone: "a", Nodes: 1, Ready: 2, NotReady: 3, Unknown: 4, NoExecuteTainted: 5, Pods: 6, PodsEvicted: 7, ShuttingDown: 8, PodsShutDown: 9, VolumesAttached: 11, VolumesForceDetached: 12, PodsTerminating: 13, StatefulSetReady: 14, PodsRejected: 15},
+			{TimeS: 60, Zone: "b", Nodes: 10, Ready: 20, NotReady: 30, Unknown: 40, NoExecuteTainted: 50, Pods: 60, PodsEvicted: 70, ShuttingDown: 80, PodsShutDown: 90, VolumesAttached: 110, VolumesForceDetached: 120, PodsTerminating: 130, StatefulSetReady: 140, PodsRejected: 150},
 			{TimeS: 9223372036854775807, Zone: "", Nodes: 0},
 		}},
 		{name: "zone needing quotes", rows: []Row{{Zone: "a,\"b\"\nc"}}},
@@ -60,16 +60,18 @@ func TestWriteCSVExact(t *testing.T) {
 		{TimeS: 40, Zone: "a", Nodes: 3, Ready: 1, NotReady: 1, Unknown: 1, NoExecuteTainted: 2, Pods: 7, PodsEvicted: 4, ShuttingDown: 2, PodsShutDown: 2},
 		{TimeS: 50, Zone: "a", Nodes: 3, Ready: 1, NotReady: 1, Unknown: 1, NoExecuteTainted: 2, Pods: 7, PodsEvicted: 4, ShuttingDown: 2, PodsShutDown: 2, VolumesAttached: 5, VolumesForceDetached: 3},
 		{TimeS: 60, Zone: "a", Nodes: 3, Ready: 1, NotReady: 1, Unknown: 1, NoExecuteTainted: 2, Pods: 5, PodsEvicted: 6, ShuttingDown: 2, PodsShutDown: 2, VolumesAttached: 5, VolumesForceDetached: 3, PodsTerminating: 2, StatefulSetReady: 4},
+		{TimeS: 70, Zone: "a", Nodes: 3, Ready: 3, Pods: 5, PodsEvicted: 6, PodsShutDown: 2, StatefulSetReady: 4, PodsRejected: 3},
 	}
 	if err := WriteCSV(&buf, rows); err != nil {
 		t.Fatal(err)
 	}
-	want := "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down,volumes_attached,volumes_force_detached,pods_terminating,statefulset_ready\n" +
-		"0,a,3,3,0,0,0,9,0,0,0,0,0,0,0\n" +
-		"30,a,3,1,0,2,2,9,4,0,0,0,0,0,0\n" +
-		"40,a,3,1,1,1,2,7,4,2,2,0,0,0,0\n" +
-		"50,a,3,1,1,1,2,7,4,2,2,5,3,0,0\n" +
-		"60,a,3,1,1,1,2,5,6,2,2,5,3,2,4\n"
+	want := "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down,volumes_attached,volumes_force_detached,pods_terminating,statefulset_ready,pods_rejected\n" +
+		"0,a,3,3,0,0,0,9,0,0,0,0,0,0,0,0\n" +
+		"30,a,3,1,0,2,2,9,4,0,0,0,0,0,0,0\n" +
+		"40,a,3,1,1,1,2,7,4,2,2,0,0,0,0,0\n" +
+		"50,a,3,1,1,1,2,7,4,2,2,5,3,0,0,0\n" +
+		"60,a,3,1,1,1,2,5,6,2,2,5,3,2,4,0\n" +
+		"70,a,3,3,0,0,0,5,6,0,2,0,0,0,4,3\n"
 	if diff := cmp.Diff(want, buf.String()); diff != "" {
 		t.Errorf("CSV (-want +got):\n%s", diff)
 	}
@@ -89,7 +91,7 @@ func TestWriteErrors(t *testing.T) {
 }
 
 func TestReadCSVErrors(t *testing.T) {
-	const row = "0,a,1,1,0,0,0,0,0,0,0,0,0,0,0\n"
+	const row = "0,a,1,1,0,0,0,0,0,0,0,0,0,0,0,0\n"
 	tests := []struct {
 		name string
 		in   string
@@ -98,8 +100,10 @@ func TestReadCSVErrors(t *testing.T) {
 		{name: "empty", in: "", want: `timeline CSV: line 1: missing header, want "` + Header + `"`},
 		{name: "wrong header field", in: strings.Replace(Header, "nodes", "nodez", 1) + "\n" + row,
 			want: `timeline CSV: line 1, column 3: header field "nodez", want "nodes" (want exactly "` + Header + `")`},
-		{name: "header short", in: strings.TrimSuffix(Header, ",statefulset_ready") + "\n",
-			want: `timeline CSV: line 1, column 15: header is missing "statefulset_ready" (want exactly "` + Header + `")`},
+		{name: "header short", in: strings.TrimSuffix(Header, ",pods_rejected") + "\n",
+			want: `timeline CSV: line 1, column 16: header is missing "pods_rejected" (want exactly "` + Header + `")`},
+		{name: "header of the fifteen columns before the rejections", in: "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down,volumes_attached,volumes_force_detached,pods_terminating,statefulset_ready\n",
+			want: `timeline CSV: line 1, column 16: header is missing "pods_rejected" (want exactly "` + Header + `")`},
 		{name: "header of the thirteen columns before the terminating pods", in: "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down,volumes_attached,volumes_force_detached\n",
 			want: `timeline CSV: line 1, column 14: header is missing "pods_terminating" (want exactly "` + Header + `")`},
 		{name: "header of the eleven columns before volumes", in: "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted,shutting_down,pods_shut_down\n",
@@ -107,40 +111,44 @@ func TestReadCSVErrors(t *testing.T) {
 		{name: "header of the nine columns before shutdowns", in: "time_s,zone,nodes,ready,not_ready,unknown,noexecute_tainted,pods,pods_evicted\n",
 			want: `timeline CSV: line 1, column 10: header is missing "shutting_down" (want exactly "` + Header + `")`},
 		{name: "header long", in: Header + ",extra\n",
-			want: `timeline CSV: line 1, column 16: unexpected header field "extra" (want exactly "` + Header + `")`},
+			want: `timeline CSV: line 1, column 17: unexpected header field "extra" (want exactly "` + Header + `")`},
 		{name: "header with space", in: strings.Replace(Header, ",zone", ", zone", 1) + "\n",
 			want: `timeline CSV: line 1, column 2: header field " zone", want "zone" (want exactly "` + Header + `")`},
 		{name: "too few fields", in: Header + "\n" + row + "5,a,1\n",
-			want: `timeline CSV: line 3: 3 fields, want 15 (` + Header + `)`},
+			want: `timeline CSV: line 3: 3 fields, want 16 (` + Header + `)`},
 		{name: "a row of the nine columns before shutdowns", in: Header + "\n0,a,1,1,0,0,0,0,0\n",
-			want: `timeline CSV: line 2: 9 fields, want 15 (` + Header + `)`},
+			want: `timeline CSV: line 2: 9 fields, want 16 (` + Header + `)`},
 		{name: "a row of the eleven columns before volumes", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0\n",
-			want: `timeline CSV: line 2: 11 fields, want 15 (` + Header + `)`},
+			want: `timeline CSV: line 2: 11 fields, want 16 (` + Header + `)`},
 		{name: "a row of the thirteen columns before the terminating pods", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,0\n",
-			want: `timeline CSV: line 2: 13 fields, want 15 (` + Header + `)`},
-		{name: "pods terminating negative", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,0,-1,0\n",
+			want: `timeline CSV: line 2: 13 fields, want 16 (` + Header + `)`},
+		{name: "pods terminating negative", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,0,-1,0,0\n",
 			want: `timeline CSV: line 2, column 14 (pods_terminating): "-1": must be a non-negative integer`},
-		{name: "statefulset ready not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,0,0,z\n",
+		{name: "a row of the fifteen columns before the rejections", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,0,0,0\n",
+			want: `timeline CSV: line 2: 15 fields, want 16 (` + Header + `)`},
+		{name: "pods rejected negative", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,0,0,0,-4\n",
+			want: `timeline CSV: line 2, column 16 (pods_rejected): "-4": must be a non-negative integer`},
+		{name: "statefulset ready not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,0,0,z,0\n",
 			want: `timeline CSV: line 2, column 15 (statefulset_ready): "z": must be a non-negative integer`},
-		{name: "not a number", in: Header + "\n" + row + "60,a,1,x,0,0,0,0,0,0,0,0,0,0,0\n",
+		{name: "not a number", in: Header + "\n" + row + "60,a,1,x,0,0,0,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 3, column 4 (ready): "x": must be a non-negative integer`},
-		{name: "negative", in: Header + "\n-1,a,1,1,0,0,0,0,0,0,0,0,0,0,0\n",
+		{name: "negative", in: Header + "\n-1,a,1,1,0,0,0,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 1 (time_s): "-1": must be a non-negative integer`},
-		{name: "plus sign", in: Header + "\n0,a,1,1,0,0,0,0,+3,0,0,0,0,0,0\n",
+		{name: "plus sign", in: Header + "\n0,a,1,1,0,0,0,0,+3,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 9 (pods_evicted): "+3": must be a non-negative integer`},
-		{name: "negative shutting down", in: Header + "\n0,a,1,1,0,0,0,0,0,-1,0,0,0,0,0\n",
+		{name: "negative shutting down", in: Header + "\n0,a,1,1,0,0,0,0,0,-1,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 10 (shutting_down): "-1": must be a non-negative integer`},
-		{name: "pods shut down not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,x,0,0,0,0\n",
+		{name: "pods shut down not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,x,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 11 (pods_shut_down): "x": must be a non-negative integer`},
-		{name: "volumes attached negative", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,-2,0,0,0\n",
+		{name: "volumes attached negative", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,-2,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 12 (volumes_attached): "-2": must be a non-negative integer`},
-		{name: "volumes force-detached not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,y,0,0\n",
+		{name: "volumes force-detached not a number", in: Header + "\n0,a,1,1,0,0,0,0,0,0,0,0,y,0,0,0\n",
 			want: `timeline CSV: line 2, column 13 (volumes_force_detached): "y": must be a non-negative integer`},
-		{name: "empty count", in: Header + "\n0,a,,1,0,0,0,0,0,0,0,0,0,0,0\n",
+		{name: "empty count", in: Header + "\n0,a,,1,0,0,0,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 3 (nodes): "": must be a non-negative integer`},
-		{name: "time overflow", in: Header + "\n9223372036854775808,a,1,1,0,0,0,0,0,0,0,0,0,0,0\n",
+		{name: "time overflow", in: Header + "\n9223372036854775808,a,1,1,0,0,0,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: line 2, column 1 (time_s): "9223372036854775808": must be a non-negative integer`},
-		{name: "bad quoting", in: Header + "\n0,a\"b,1,1,0,0,0,0,0,0,0,0,0,0,0\n",
+		{name: "bad quoting", in: Header + "\n0,a\"b,1,1,0,0,0,0,0,0,0,0,0,0,0,0\n",
 			want: `timeline CSV: parse error on line 2, column 4: bare " in non-quoted-field`},
 	}
 	for _, tt := range tests {

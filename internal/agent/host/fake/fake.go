@@ -6,7 +6,8 @@
 // keep or modify them. All methods are safe for concurrent use.
 //
 // Topology: State.Topology when it lists CPUs, else UniformTopology of
-// State.CPUs and State.Memory.Capacity. TopologyTwoSocketSMT and
+// State.CPUs and State.Memory.Capacity. SplitTopology makes a machine of
+// several NUMA nodes for State.Topology. TopologyTwoSocketSMT and
 // TopologyFourNUMA are the machines of host/linux's sysfs fixtures, for
 // tests of the resource managers.
 //
@@ -228,15 +229,40 @@ func (h *Host) Topology() (host.Topology, error) {
 
 // UniformTopology is a machine without SMT or NUMA: one socket, 0, and one
 // node, 0, with memory bytes, holding cpus CPUs numbered from 0, each its
-// own core. cpus < 1 counts as 1.
+// own core. cpus < 1 counts as 1. It is SplitTopology(cpus, 1, memory).
 func UniformTopology(cpus int, memory uint64) host.Topology {
+	return SplitTopology(cpus, 1, memory)
+}
+
+// RemoteDistance is the distance SplitTopology gives between two different
+// NUMA nodes (the kernel's usual value for the other socket).
+const RemoteDistance = 20
+
+// SplitTopology is a machine without SMT whose cpus CPUs (numbered from 0,
+// each its own core) and memory bytes are split over numaNodes NUMA nodes,
+// one socket each: node k holds the CPUs i with i*numaNodes/cpus == k, so
+// consecutive blocks of cpus/numaNodes CPUs when that divides evenly, and
+// memory/numaNodes bytes (the last node also the remainder). Nodes are
+// LocalDistance from themselves and RemoteDistance from each other. cpus
+// < 1 counts as 1; numaNodes is held between 1 and cpus, so every node has
+// a CPU. Each call returns a new value.
+func SplitTopology(cpus, numaNodes int, memory uint64) host.Topology {
 	cpus = max(cpus, 1)
-	t := host.Topology{
-		CPUs:      make([]host.CPU, cpus),
-		NUMANodes: []host.NUMANode{{ID: 0, MemoryBytes: memory, Distances: map[int]int{0: host.LocalDistance}}},
+	numaNodes = min(max(numaNodes, 1), cpus)
+	t := host.Topology{CPUs: make([]host.CPU, cpus), NUMANodes: make([]host.NUMANode, numaNodes)}
+	per := memory / uint64(numaNodes)
+	for k := range t.NUMANodes {
+		d := make(map[int]int, numaNodes)
+		for m := range numaNodes {
+			d[m] = RemoteDistance
+		}
+		d[k] = host.LocalDistance
+		t.NUMANodes[k] = host.NUMANode{ID: k, MemoryBytes: per, Distances: d}
 	}
+	t.NUMANodes[numaNodes-1].MemoryBytes += memory - per*uint64(numaNodes)
 	for i := range t.CPUs {
-		t.CPUs[i] = host.CPU{ID: i, Core: i}
+		node := i * numaNodes / cpus
+		t.CPUs[i] = host.CPU{ID: i, Core: i, Socket: node, NUMANode: node}
 	}
 	return t
 }

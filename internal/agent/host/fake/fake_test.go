@@ -210,6 +210,36 @@ func TestTopologyMachines(t *testing.T) {
 			},
 		},
 		{
+			name: "split in two",
+			topo: SplitTopology(8, 2, 8<<30),
+			want: layout{
+				Sockets: 2, Nodes: 2, Cores: 8,
+				Siblings:  map[int][]int{0: {0}, 1: {1}, 2: {2}, 3: {3}, 4: {4}, 5: {5}, 6: {6}, 7: {7}},
+				NodeCPUs:  map[int][]int{0: {0, 1, 2, 3}, 1: {4, 5, 6, 7}},
+				Distances: [][]int{{10, 20}, {20, 10}},
+			},
+		},
+		{
+			name: "split unevenly",
+			topo: SplitTopology(5, 3, 1),
+			want: layout{
+				Sockets: 3, Nodes: 3, Cores: 5,
+				Siblings:  map[int][]int{0: {0}, 1: {1}, 2: {2}, 3: {3}, 4: {4}},
+				NodeCPUs:  map[int][]int{0: {0, 1}, 1: {2, 3}, 2: {4}},
+				Distances: [][]int{{10, 20, 20}, {20, 10, 20}, {20, 20, 10}},
+			},
+		},
+		{
+			name: "more nodes than CPUs",
+			topo: SplitTopology(2, 4, 1),
+			want: layout{
+				Sockets: 2, Nodes: 2, Cores: 2,
+				Siblings:  map[int][]int{0: {0}, 1: {1}},
+				NodeCPUs:  map[int][]int{0: {0}, 1: {1}},
+				Distances: [][]int{{10, 20}, {20, 10}},
+			},
+		},
+		{
 			name: "uniform",
 			topo: UniformTopology(0, 1),
 			want: layout{
@@ -235,5 +265,37 @@ func TestTopologyMachines(t *testing.T) {
 		if want := c.NUMANode / 2; c.Socket != want {
 			t.Errorf("four-node CPU %d on node %d is on socket %d, want %d", c.ID, c.NUMANode, c.Socket, want)
 		}
+	}
+}
+
+// SplitTopology shares the memory out evenly, the remainder on the last
+// node, and a host set to it reports it.
+func TestSplitTopologyMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		nodes     int
+		memory    uint64
+		wantBytes []uint64
+	}{
+		{name: "even", nodes: 2, memory: 8 << 30, wantBytes: []uint64{4 << 30, 4 << 30}},
+		{name: "remainder on the last node", nodes: 3, memory: 10, wantBytes: []uint64{3, 3, 4}},
+		{name: "one node", nodes: 1, memory: 7, wantBytes: []uint64{7}},
+		{name: "no node counts as one", nodes: 0, memory: 7, wantBytes: []uint64{7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Machine("node-1", netip.MustParseAddr("192.0.2.10"))
+			s.Topology = SplitTopology(s.CPUs, tc.nodes, tc.memory)
+			got, err := New(s).Topology()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bytes []uint64
+			for _, n := range got.NUMANodes {
+				bytes = append(bytes, n.MemoryBytes)
+			}
+			if diff := cmp.Diff(tc.wantBytes, bytes); diff != "" {
+				t.Errorf("memory by node (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
