@@ -34,13 +34,7 @@ func TestRealHost(t *testing.T) {
 	}
 	cfg := Config{Mode: mode}
 	if mode.Legacy() {
-		own := cgroupstest.OwnCgroups(t)
-		cfg.Dirs = map[string]string{}
-		for _, c := range v1Controllers {
-			if p, ok := own[c]; ok {
-				cfg.Dirs[c] = filepath.Join(DefaultRoot, c, p)
-			}
-		}
+		cfg.Dirs = cgroupstest.OwnDirs(t, DefaultRoot, v1Controllers...)
 	}
 	// On v2 the subtree goes under the root, whose subtree_control may
 	// always be written (the test's own cgroup holds a process, so it may

@@ -167,47 +167,33 @@ func (o *ResourceOptions) completeResources(fs *pflag.FlagSet, file kubeletconfi
 	s.TopologyManagerPolicyOptions = file.TopologyManagerPolicyOptions
 
 	// The flags set on the command line.
-	changed := fs.Changed
-	if changed("fail-swap-on") {
-		s.FailSwapOn = o.FailSwapOn
+	overrides := []struct {
+		flag  string
+		apply func()
+	}{
+		{"fail-swap-on", func() { s.FailSwapOn = o.FailSwapOn }},
+		{"cgroups-per-qos", func() { s.CgroupsPerQOS = o.CgroupsPerQOS }},
+		{"cgroup-root", func() { s.CgroupRoot = o.CgroupRoot }},
+		{"cgroup-driver", func() { driver = o.CgroupDriver }},
+		{"enforce-node-allocatable", func() { s.EnforceNodeAllocatable = o.EnforceNodeAllocatable }},
+		{"cpu-cfs-quota", func() { s.CPUCFSQuota = o.CPUCFSQuota }},
+		{"cpu-cfs-quota-period", func() { s.CPUCFSQuotaPeriod = o.CPUCFSQuotaPeriod }},
+		{"pod-max-pids", func() { s.PodPidsLimit = o.PodMaxPids }},
+		{"cpu-manager-policy", func() { s.CPUManager.Policy = o.CPUManagerPolicy }},
+		{"cpu-manager-policy-options", func() { s.CPUManager.Options = o.CPUManagerPolicyOptions }},
+		{"cpu-manager-reconcile-period", func() { s.CPUManagerReconcilePeriod = o.CPUManagerReconcilePeriod }},
+		{"reserved-cpus", func() { s.CPUManager.ReservedSystemCPUs = o.ReservedCPUs }},
+		{"memory-manager-policy", func() { s.MemoryManager.Policy = o.MemoryManagerPolicy }},
+		{"topology-manager-policy", func() { s.TopologyManagerPolicy = o.TopologyManagerPolicy }},
+		{"topology-manager-scope", func() { s.TopologyManagerScope = o.TopologyManagerScope }},
+		{"topology-manager-policy-options", func() { s.TopologyManagerPolicyOptions = o.TopologyManagerPolicyOptions }},
 	}
-	if changed("cgroups-per-qos") {
-		s.CgroupsPerQOS = o.CgroupsPerQOS
+	for _, ov := range overrides {
+		if fs.Changed(ov.flag) {
+			ov.apply()
+		}
 	}
-	if changed("cgroup-root") {
-		s.CgroupRoot = o.CgroupRoot
-	}
-	if changed("cgroup-driver") {
-		driver = o.CgroupDriver
-	}
-	if changed("enforce-node-allocatable") {
-		s.EnforceNodeAllocatable = o.EnforceNodeAllocatable
-	}
-	if changed("cpu-cfs-quota") {
-		s.CPUCFSQuota = o.CPUCFSQuota
-	}
-	if changed("cpu-cfs-quota-period") {
-		s.CPUCFSQuotaPeriod = o.CPUCFSQuotaPeriod
-	}
-	if changed("pod-max-pids") {
-		s.PodPidsLimit = o.PodMaxPids
-	}
-	if changed("cpu-manager-policy") {
-		s.CPUManager.Policy = o.CPUManagerPolicy
-	}
-	if changed("cpu-manager-policy-options") {
-		s.CPUManager.Options = o.CPUManagerPolicyOptions
-	}
-	if changed("cpu-manager-reconcile-period") {
-		s.CPUManagerReconcilePeriod = o.CPUManagerReconcilePeriod
-	}
-	if changed("reserved-cpus") {
-		s.CPUManager.ReservedSystemCPUs = o.ReservedCPUs
-	}
-	if changed("memory-manager-policy") {
-		s.MemoryManager.Policy = o.MemoryManagerPolicy
-	}
-	if changed("reserved-memory") {
+	if fs.Changed("reserved-memory") {
 		s.MemoryManager.ReservedMemory = nil
 		for _, spec := range o.ReservedMemory {
 			r, err := ParseReservedMemory(spec)
@@ -218,16 +204,6 @@ func (o *ResourceOptions) completeResources(fs *pflag.FlagSet, file kubeletconfi
 			s.MemoryManager.ReservedMemory = append(s.MemoryManager.ReservedMemory, r)
 		}
 	}
-	if changed("topology-manager-policy") {
-		s.TopologyManagerPolicy = o.TopologyManagerPolicy
-	}
-	if changed("topology-manager-scope") {
-		s.TopologyManagerScope = o.TopologyManagerScope
-	}
-	if changed("topology-manager-policy-options") {
-		s.TopologyManagerPolicyOptions = o.TopologyManagerPolicyOptions
-	}
-	s.TopologyRoot = o.TopologyRoot
 
 	// What the managers reserve.
 	for _, l := range []corev1.ResourceList{kubeReserved, systemReserved} {

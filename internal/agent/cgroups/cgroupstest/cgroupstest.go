@@ -55,3 +55,18 @@ func OwnCgroups(t testing.TB) map[string]string {
 	}
 	return own
 }
+
+// OwnDirs is, for each v1 controller of controllers the test process has a
+// cgroup in, that cgroup's directory under root (the hierarchies' mount,
+// e.g. /sys/fs/cgroup): the place a test may make cgroups of its own.
+func OwnDirs(t testing.TB, root string, controllers ...string) map[string]string {
+	t.Helper()
+	own := OwnCgroups(t)
+	dirs := map[string]string{}
+	for _, c := range controllers {
+		if p, ok := own[c]; ok {
+			dirs[c] = filepath.Join(root, c, p)
+		}
+	}
+	return dirs
+}

@@ -55,12 +55,7 @@ func newRealV1(t *testing.T) *realV1 {
 		t.Skipf("not a cgroup v1 host (%v, %v)", mode, err)
 	}
 	own := cgroupstest.OwnCgroups(t)
-	dirs := map[string]string{}
-	for _, c := range []string{"cpu", "cpuacct", "cpuset", "memory", "pids"} {
-		if p, ok := own[c]; ok {
-			dirs[c] = filepath.Join(cgroups.DefaultRoot, c, p)
-		}
-	}
+	dirs := cgroupstest.OwnDirs(t, cgroups.DefaultRoot, "cpu", "cpuacct", "cpuset", "memory", "pids")
 	m, err := cgroups.New(cgroups.Config{Mode: mode, Dirs: dirs})
 	if err != nil {
 		t.Skipf("cgroups not writable here: %v", err)
