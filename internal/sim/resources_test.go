@@ -1,13 +1,11 @@
 package sim
 
 import (
-	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,17 +24,7 @@ import (
 // whole CPUs (Guaranteed) for a minute.
 func numaWorld(t *testing.T, n int, settings ...string) *World {
 	t.Helper()
-	w, err := New(context.Background(), Config{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	for _, kv := range settings {
-		name, value, _ := strings.Cut(kv, "=")
-		if err := w.Set(name, value); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := settingsWorld(t, settings...)
 	if err := w.AddMachines(script.Nodes{Zone: "a", Count: 1, CPUs: 8, NUMANodes: 2}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,9 @@ import (
 	"knode/internal/sim/script"
 )
 
-// shutdownWorld is a World of two nodes in zone a, with the given settings,
-// run for a minute.
-func shutdownWorld(t *testing.T, settings ...string) *World {
+// settingsWorld is an empty World (seed 1) with the given name=value
+// settings, closed when the test ends.
+func settingsWorld(t *testing.T, settings ...string) *World {
 	t.Helper()
 	w, err := New(context.Background(), Config{Seed: 1})
 	if err != nil {
@@ -32,6 +32,14 @@ func shutdownWorld(t *testing.T, settings ...string) *World {
 			t.Fatal(err)
 		}
 	}
+	return w
+}
+
+// shutdownWorld is a World of two nodes in zone a, with the given settings,
+// run for a minute.
+func shutdownWorld(t *testing.T, settings ...string) *World {
+	t.Helper()
+	w := settingsWorld(t, settings...)
 	if err := w.AddNodes("a", 2); err != nil {
 		t.Fatal(err)
 	}
