@@ -143,7 +143,7 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	default:
 		return fmt.Errorf("--runtime %q: supported values: %q, %q", runtimeName, runtimeProcess, runtimeNone)
 	}
-	srv, err := agentServer(restCfg, s, name, metrics, log)
+	srv, err := agentServer(restCfg, s, name, metrics, workerLogs{&a}, log)
 	if err != nil {
 		return err
 	}
@@ -334,7 +334,7 @@ func startBuiltinNodeDriver(ctx context.Context, running *sync.WaitGroup, s opti
 // agentServer builds the agent's HTTPS server: the kubeconfig's CA signs
 // the client certificates it accepts unless --client-ca-file says
 // otherwise.
-func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics prometheus.Gatherer, log *slog.Logger) (*agentserver.Server, error) {
+func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics prometheus.Gatherer, logs agentserver.LogSource, log *slog.Logger) (*agentserver.Server, error) {
 	var clientCA []byte
 	var err error
 	switch {
@@ -358,8 +358,19 @@ func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics 
 		IPs:         s.NodeIPs,
 		ClientCA:    clientCA,
 		Gatherer:    metrics,
+		Logs:        logs,
 		Logger:      log,
 	})
+}
+
+// workerLogs is the pod worker's LogSource once the agent is built.
+type workerLogs struct{ a **agent.Agent }
+
+func (l workerLogs) ContainerLog(namespace, pod, container string, previous bool) (string, func() bool, error) {
+	if a := *l.a; a != nil && a.Pods() != nil {
+		return a.Pods().ContainerLog(namespace, pod, container, previous)
+	}
+	return "", nil, fmt.Errorf("%w: pod %q does not exist", agentserver.ErrLogNotFound, pod)
 }
 
 // localAgentConfig is the client of the agent `knode up` runs beside its

@@ -3,10 +3,12 @@
 package pods_test
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 
 	"knode/internal/agent/pods"
 	"knode/internal/agent/runtime/process"
+	"knode/internal/agent/server"
 )
 
 // TestProcessPodLifecycle runs a real process through the worker: it
@@ -104,5 +107,91 @@ func TestProcessPodLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "pods", string(created.UID))); !os.IsNotExist(err) {
 		t.Errorf("pod directory kept after deletion: %v", err)
+	}
+}
+
+// listPods is a PodLister that lists from the server.
+type listPods struct{ c *cluster }
+
+func (l listPods) PodsOn(node string) ([]*corev1.Pod, bool) {
+	list, err := l.c.admin.CoreV1().Pods("").List(l.c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, false
+	}
+	var out []*corev1.Pod
+	for i := range list.Items {
+		if list.Items[i].Spec.NodeName == node {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, true
+}
+
+// TestContainerLog: the worker finds a process container's log file, and
+// its errors carry the kubelet's messages.
+func TestContainerLog(t *testing.T) {
+	c := newCluster(t, roomy)
+	rt, err := process.New(process.Config{RootDir: t.TempDir(), Clock: c.clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.KillAll)
+	w, err := pods.New(pods.Config{Client: c.nodeClient, NodeName: nodeName, Runtime: rt, Clock: c.clk, Pods: listPods{c}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The container says hello in its log, then on the fifo, so that once
+	// the fifo is read the log holds it.
+	ready := filepath.Join(t.TempDir(), "ready")
+	if err := syscall.Mkfifo(ready, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := pod("web", corev1.RestartPolicyAlways, "ignored")
+	p.Spec.Containers[0].Command = []string{"sh", "-c", "echo hello; echo > " + ready + "; exec sleep 100"}
+	c.create(p)
+	if err := w.Sync(c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	path, live, err := w.ContainerLog("default", "web", "a", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !live() {
+		t.Error("the running container's log is not live")
+	}
+	said := make(chan error, 1)
+	go func() {
+		f, err := os.Open(ready)
+		if err == nil {
+			_, err = io.ReadAll(f)
+			f.Close()
+		}
+		said <- err
+	}()
+	select {
+	case err := <-said:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the container never said hello")
+	}
+	if data, _ := os.ReadFile(path); string(data) != "hello\n" {
+		t.Errorf("log %s holds %q, want hello", path, data)
+	}
+	for _, tc := range []struct {
+		pod, container string
+		previous       bool
+		want           error
+		msg            string
+	}{
+		{"db", "a", false, server.ErrLogNotFound, `pod "db" does not exist`},
+		{"web", "b", false, server.ErrLogNotFound, `container "b" not found in pod "web"`},
+		{"web", "a", true, server.ErrLogUnavailable, `previous terminated container "a" in pod "web" not found`},
+	} {
+		_, _, err := w.ContainerLog("default", tc.pod, tc.container, tc.previous)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("ContainerLog(%s, %s, previous %v) = %v, want %v with %q", tc.pod, tc.container, tc.previous, err, tc.want, tc.msg)
+		}
 	}
 }

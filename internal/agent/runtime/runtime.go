@@ -104,8 +104,9 @@ type ContainerStatus struct {
 	// RestartCount counts restarts that happened (not ones that are due).
 	RestartCount int32
 	// LogPath is the file holding the current run's output; empty when the
-	// runtime keeps none.
-	LogPath string
+	// runtime keeps none. PreviousLogPath is the run before's, empty when
+	// there was none or it is gone.
+	LogPath, PreviousLogPath string
 }
 
 // Container state reasons runtimes report; the strings are upstream's.

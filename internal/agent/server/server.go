@@ -9,6 +9,10 @@
 //     credentials.
 //   - GET/HEAD /metrics serves Config.Gatherer in the Prometheus text
 //     exposition format.
+//   - GET /containerLogs/<namespace>/<pod>/<container> serves a container's
+//     log from Config.Logs, with the kubelet's follow, previous, tailLines
+//     and limitBytes; timestamps, sinceSeconds and sinceTime are refused
+//     (400), since the process runtime's log files keep no time per line.
 //
 // # Authentication and authorization
 //
@@ -38,8 +42,7 @@
 // # Not here
 //
 // The kubelet's other endpoints - /pods, /logs, /stats, /exec, /attach,
-// /portForward, /containerLogs and /run - arrive with the container-runtime
-// work. There is no webhook authentication or authorization (the kubelet's
+// /portForward and /run - arrive with the container-runtime work. There is no webhook authentication or authorization (the kubelet's
 // --authentication-token-webhook and --authorization-mode=Webhook), so bearer
 // tokens are not accepted. The serving certificate is read once, in New: a
 // renewed TLSCertFile takes effect at the next start.
@@ -57,6 +60,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -117,8 +121,14 @@ type Config struct {
 	ClientCA []byte
 	// Gatherer is what /metrics serves; nil serves no metrics.
 	Gatherer prometheus.Gatherer
-	// Clock judges and stamps certificates. Nil means the real clock.
-	Clock clock.PassiveClock
+	// Logs finds containers' logs for /containerLogs; nil answers 404.
+	Logs LogSource
+	// FollowPeriod is how often a followed log is read again; zero means
+	// DefaultFollowPeriod.
+	FollowPeriod time.Duration
+	// Clock judges and stamps certificates and paces followed logs. Nil
+	// means the real clock.
+	Clock clock.WithTicker
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -154,6 +164,9 @@ func (c *Config) validate() error {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
+	}
+	if c.FollowPeriod <= 0 {
+		c.FollowPeriod = DefaultFollowPeriod
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -321,8 +334,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, msg)
 		return
 	}
-	switch path {
-	case metricsPath:
+	switch {
+	case strings.HasPrefix(path, containerLogsPrefix):
+		s.serveContainerLogs(w, r)
+	case path == metricsPath:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,

@@ -34,7 +34,7 @@ const nodeName = "n1"
 
 // newCA returns a fresh cluster PKI in a temp dir; it issues the test's
 // client certificates.
-func newCA(t *testing.T, clk *testingclock.FakePassiveClock) *auth.PKI {
+func newCA(t *testing.T, clk *testingclock.FakeClock) *auth.PKI {
 	t.Helper()
 	p, err := auth.EnsurePKI(auth.PKIConfig{Dir: t.TempDir(), Clock: clk})
 	if err != nil {
@@ -58,7 +58,7 @@ func clientCert(t *testing.T, ca *auth.PKI, user string, groups []string, ttl ti
 
 // testConfig listens on a free loopback port with a self-signed certificate
 // in a temp dir and the CA's certificates as client CA.
-func testConfig(t *testing.T, clk *testingclock.FakePassiveClock, ca *auth.PKI) server.Config {
+func testConfig(t *testing.T, clk *testingclock.FakeClock, ca *auth.PKI) server.Config {
 	return server.Config{
 		Address:  "127.0.0.1",
 		NodeName: nodeName,
@@ -111,7 +111,7 @@ func servedCert(t *testing.T, dir string) (*x509.Certificate, []byte) {
 
 // client trusts roots for the server, judges validity at clk's now, and
 // presents cert when not nil.
-func client(t *testing.T, roots *x509.CertPool, clk *testingclock.FakePassiveClock, cert *tls.Certificate) *http.Client {
+func client(t *testing.T, roots *x509.CertPool, clk *testingclock.FakeClock, cert *tls.Certificate) *http.Client {
 	t.Helper()
 	tr := &http.Transport{
 		TLSClientConfig:   &tls.Config{RootCAs: roots, Time: clk.Now},
@@ -164,7 +164,7 @@ func do(t *testing.T, c *http.Client, method, url string) response {
 func url(s *server.Server, path string) string { return "https://" + s.Addr() + path }
 
 func TestRequests(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	otherCA := newCA(t, clk)
 
@@ -254,7 +254,7 @@ func TestRequests(t *testing.T) {
 }
 
 func TestExpiredClientCertIsUnauthorized(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	cfg := testConfig(t, clk, ca)
 	s := mustNew(t, cfg)
@@ -272,7 +272,7 @@ func TestExpiredClientCertIsUnauthorized(t *testing.T) {
 }
 
 func TestNoClientCARefusesEveryone(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	cfg := testConfig(t, clk, ca)
 	cfg.ClientCA = nil
@@ -291,7 +291,7 @@ func TestNoClientCARefusesEveryone(t *testing.T) {
 }
 
 func TestHandlerWithoutTLS(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	s := mustNew(t, testConfig(t, clk, ca))
 	t.Cleanup(func() { s.Close() })
@@ -306,7 +306,7 @@ func TestHandlerWithoutTLS(t *testing.T) {
 }
 
 func TestPortZeroPicksAPort(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	cfg := testConfig(t, clk, ca)
 	s := mustNew(t, cfg)
@@ -325,7 +325,7 @@ func TestPortZeroPicksAPort(t *testing.T) {
 }
 
 func TestRunStopsWhenContextEnds(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	s := mustNew(t, testConfig(t, clk, ca))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -345,7 +345,7 @@ func TestRunStopsWhenContextEnds(t *testing.T) {
 }
 
 func TestCloseWithoutRunReleasesPort(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	cfg := testConfig(t, clk, ca)
 	s := mustNew(t, cfg)
@@ -360,7 +360,7 @@ func TestCloseWithoutRunReleasesPort(t *testing.T) {
 }
 
 func TestSelfSignedCertGeneratedThenReused(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	cfg := testConfig(t, clk, ca)
 	cfg.IPs = []net.IP{net.ParseIP("10.1.2.3")}
@@ -402,7 +402,7 @@ func TestSelfSignedCertGeneratedThenReused(t *testing.T) {
 }
 
 func TestExpiredSelfSignedCertIsRegenerated(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	cfg := testConfig(t, clk, ca)
 
@@ -430,7 +430,7 @@ func TestExpiredSelfSignedCertIsRegenerated(t *testing.T) {
 }
 
 func TestTLSCertFileIsServed(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	// The cluster PKI's serving pair, signed by its CA, for localhost and
 	// the loopback addresses, stands in for an operator's certificate.
@@ -463,7 +463,7 @@ func TestTLSCertFileIsServed(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ca := newCA(t, clk)
 	for _, tc := range []struct {
 		name   string

@@ -285,8 +285,8 @@ func TestAdoptedContainerThatExitsIsRestarted(t *testing.T) {
 		t.Errorf("last termination (-want +got):\n%s", diff)
 	}
 	dir := filepath.Join(root, "pods", "u2", "main")
-	if c.ID != "process://u2/main/1" || c.LogPath != filepath.Join(dir, "1.log") {
-		t.Errorf("new run: id %q, log %q; want run 1", c.ID, c.LogPath)
+	if c.ID != "process://u2/main/1" || c.LogPath != filepath.Join(dir, "1.log") || c.PreviousLogPath != filepath.Join(dir, "0.log") {
+		t.Errorf("new run: id %q, log %q, previous log %q; want run 1 after run 0", c.ID, c.LogPath, c.PreviousLogPath)
 	}
 	if got := readFile(t, filepath.Join(dir, "0.log")); got != "run\nleaving\n" {
 		t.Errorf("the adopted run's log = %q", got)

@@ -736,6 +736,9 @@ func (r *Runtime) status(p *pod) runtime.PodStatus {
 			list, idx = st.InitContainers, i
 		}
 		list[idx].LogPath = path
+		if p.runs[i] >= 2 {
+			list[idx].PreviousLogPath = filepath.Join(p.dir, c.Name, fmt.Sprintf("%d.log", p.runs[i]-2))
+		}
 	}
 	return st
 }

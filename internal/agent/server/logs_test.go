@@ -1,0 +1,195 @@
+package server_test
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+
+	"knode/internal/agent/server"
+	"knode/internal/auth"
+)
+
+// fakeLogs serves two runs of default/web/main: 0.log (previous) and
+// 1.log (current), the current one live while live is set.
+type fakeLogs struct {
+	dir  string
+	live atomic.Bool
+}
+
+func (f *fakeLogs) ContainerLog(namespace, pod, container string, previous bool) (string, func() bool, error) {
+	switch {
+	case namespace != "default" || pod != "web":
+		return "", nil, fmt.Errorf("%w: pod %q does not exist", server.ErrLogNotFound, pod)
+	case container == "init":
+		return "", nil, fmt.Errorf("%w: container %q in pod %q is waiting to start: PodInitializing", server.ErrLogUnavailable, container, pod)
+	case container != "main":
+		return "", nil, fmt.Errorf("%w: container %q not found in pod %q", server.ErrLogNotFound, container, pod)
+	case previous:
+		return filepath.Join(f.dir, "0.log"), nil, nil
+	}
+	return filepath.Join(f.dir, "1.log"), f.live.Load, nil
+}
+
+func writeLog(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestContainerLogs(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	ca := newCA(t, clk)
+	logs := &fakeLogs{dir: t.TempDir()}
+	writeLog(t, filepath.Join(logs.dir, "0.log"), "old 1\nold 2\n")
+	writeLog(t, filepath.Join(logs.dir, "1.log"), "one\ntwo\nthree\n")
+	cfg := testConfig(t, clk, ca)
+	cfg.Logs = logs
+	s := mustNew(t, cfg)
+	start(t, s)
+	roots := selfSignedRoots(t, cfg.CertDir)
+	admin := client(t, roots, clk, clientCert(t, ca, "alice", []string{auth.MastersGroup}, 0))
+	self := client(t, roots, clk, clientCert(t, ca, auth.NodeUser(nodeName), []string{auth.NodesGroup}, 0))
+
+	for _, tc := range []struct {
+		name, query string
+		c           *http.Client
+		path        string // default /containerLogs/default/web/main
+		wantCode    int
+		wantBody    string // the whole body for 200, a substring otherwise
+	}{
+		{name: "all", wantCode: 200, wantBody: "one\ntwo\nthree\n"},
+		{name: "tail", query: "tailLines=2", wantCode: 200, wantBody: "two\nthree\n"},
+		{name: "tail zero", query: "tailLines=0", wantCode: 200, wantBody: ""},
+		{name: "tail more than there is", query: "tailLines=10", wantCode: 200, wantBody: "one\ntwo\nthree\n"},
+		{name: "limit", query: "limitBytes=6", wantCode: 200, wantBody: "one\ntw"},
+		{name: "tail and limit", query: "tailLines=1&limitBytes=3", wantCode: 200, wantBody: "thr"},
+		{name: "previous", query: "previous=true", wantCode: 200, wantBody: "old 1\nold 2\n"},
+		{name: "follow of a run that ended", query: "follow=true", wantCode: 200, wantBody: "one\ntwo\nthree\n"},
+		{name: "no such pod", path: "/containerLogs/default/db/main", wantCode: 404, wantBody: `pod \"db\" does not exist`},
+		{name: "no such container", path: "/containerLogs/default/web/side", wantCode: 404, wantBody: `container \"side\" not found in pod \"web\"`},
+		{name: "not started", path: "/containerLogs/default/web/init", wantCode: 400, wantBody: "is waiting to start: PodInitializing"},
+		{name: "short path", path: "/containerLogs/default/web", wantCode: 400, wantBody: "want /containerLogs/"},
+		{name: "timestamps", query: "timestamps=true", wantCode: 400, wantBody: "timestamps: the process runtime's log files keep no time"},
+		{name: "since", query: "sinceSeconds=10", wantCode: 400, wantBody: "sinceSeconds"},
+		{name: "negative tail", query: "tailLines=-1", wantCode: 400, wantBody: `tailLines \"-1\": must be a non-negative integer`},
+		{name: "zero limit", query: "limitBytes=0", wantCode: 400, wantBody: `limitBytes \"0\": must be a positive integer`},
+		{name: "bad follow", query: "follow=maybe", wantCode: 400, wantBody: `follow \"maybe\"`},
+		{name: "the node's own identity", c: self, wantCode: 403, wantBody: "cannot get path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c
+			if c == nil {
+				c = admin
+			}
+			path := tc.path
+			if path == "" {
+				path = "/containerLogs/default/web/main"
+			}
+			if tc.query != "" {
+				path += "?" + tc.query
+			}
+			r := do(t, c, "GET", url(s, path))
+			if r.code != tc.wantCode {
+				t.Fatalf("code %d, want %d: %s", r.code, tc.wantCode, r.body)
+			}
+			if tc.wantCode == 200 && string(r.body) != tc.wantBody {
+				t.Errorf("body %q, want %q", r.body, tc.wantBody)
+			}
+			if tc.wantCode != 200 && !strings.Contains(string(r.body), tc.wantBody) {
+				t.Errorf("body %s, want it to hold %q", r.body, tc.wantBody)
+			}
+		})
+	}
+}
+
+// TestContainerLogsFollow: a followed log streams what the run writes, read
+// on every tick of the clock, and ends after the run ends.
+func TestContainerLogsFollow(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	ca := newCA(t, clk)
+	logs := &fakeLogs{dir: t.TempDir()}
+	logs.live.Store(true)
+	current := filepath.Join(logs.dir, "1.log")
+	writeLog(t, current, "one\n")
+	cfg := testConfig(t, clk, ca)
+	cfg.Logs = logs
+	s := mustNew(t, cfg)
+	start(t, s)
+	admin := client(t, selfSignedRoots(t, cfg.CertDir), clk, clientCert(t, ca, "alice", []string{auth.MastersGroup}, 0))
+	resp, err := admin.Get(url(s, "/containerLogs/default/web/main?follow=true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 10)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended early")
+			}
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatal("no line within 10s")
+		}
+		return ""
+	}
+	if got := next(); got != "one" {
+		t.Fatalf("first line %q, want one", got)
+	}
+	// The handler waits on the clock's ticker before reading again.
+	waitTicker := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !clk.HasWaiters() {
+			if time.Now().After(deadline) {
+				t.Fatal("the follow loop never waited on the clock")
+			}
+			runtime.Gosched()
+		}
+	}
+	f, err := os.OpenFile(current, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	waitTicker()
+	fmt.Fprintln(f, "two")
+	clk.Step(server.DefaultFollowPeriod)
+	if got := next(); got != "two" {
+		t.Fatalf("second line %q, want two", got)
+	}
+	fmt.Fprintln(f, "three")
+	logs.live.Store(false)
+	waitTicker()
+	clk.Step(server.DefaultFollowPeriod)
+	if got := next(); got != "three" {
+		t.Fatalf("last line %q, want three", got)
+	}
+	wg.Wait()
+	if l, ok := <-lines; ok {
+		t.Errorf("a line after the run ended: %q", l)
+	}
+}
