@@ -87,6 +87,7 @@ type serverFlags struct {
 	terminatedPodGC    int
 	builtinStorage     bool
 	storageDir         string
+	kubeletCA          string
 }
 
 func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
@@ -117,6 +118,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 	fs.BoolVar(&f.noForceDetach, "disable-force-detach-on-timeout", false, "never force-detach a volume from a node that stays NotReady after the 6-minute unmount wait; only the out-of-service taint detaches it")
 	fs.IntVar(&f.terminatedPodGC, "terminated-pod-gc-threshold", podgc.DefaultTerminatedPodThreshold, "number of terminated pods that can exist before PodGC deletes the oldest; <= 0 keeps them all")
 	fs.BoolVar(&f.builtinStorage, "builtin-storage", true, "run the built-in CSI driver ("+volume.BuiltinDriver+") with its attacher and provisioner, and install its CSIDriver and the default StorageClass \""+server.DefaultStorageClass+"\"")
+	fs.StringVar(&f.kubeletCA, "kubelet-certificate-authority", "", "CA bundle that must sign the agents' serving certificates when the server reaches them (pods/log); empty does not verify them, as upstream")
 	fs.StringVar(&f.storageDir, "storage-dir", server.DefaultStorageDir, "data directory of the built-in CSI driver's volumes; every agent must see the same directory (this machine, or a shared mount)")
 }
 
@@ -133,6 +135,7 @@ func (f *serverFlags) config() (server.Config, error) {
 		DefaultUnreachableTolerationSeconds: &f.unreachableTol,
 		NodeMonitorPeriod:                   f.nodeMonitorPeriod,
 		TerminatedPodGCThreshold:            &f.terminatedPodGC,
+		KubeletCertificateAuthority:         f.kubeletCA,
 		NodeLifecycle: nodelifecycle.Config{
 			NodeMonitorGracePeriod:    f.nodeMonitorGrace,
 			NodeStartupGracePeriod:    f.nodeStartupGrace,

@@ -126,9 +126,10 @@ type subresource struct {
 }
 
 // subresources are k's: status, a namespace's finalize, scale (an
-// autoscaling/v1 Scale), and pods' binding and eviction, which only take a
+// autoscaling/v1 Scale), pods' binding and eviction, which only take a
 // POST of their own kind (kubectl drain finds eviction, policy/v1, through
-// discovery).
+// discovery), and pods' log, which only takes a GET and which upstream
+// lists as of kind Pod.
 func subresources(k *registry.Kind) []subresource {
 	own := k.GroupVersion.WithKind(k.Kind)
 	core := k.GroupVersion.Group == ""
@@ -145,12 +146,16 @@ func subresources(k *registry.Kind) []subresource {
 	if k.Resource == "pods" && core {
 		subs = append(subs,
 			subresource{subBinding, corev1.SchemeGroupVersion.WithKind("Binding"), createVerb},
-			subresource{subEviction, policyv1.SchemeGroupVersion.WithKind("Eviction"), createVerb})
+			subresource{subEviction, policyv1.SchemeGroupVersion.WithKind("Eviction"), createVerb},
+			subresource{subLog, own, getVerb})
 	}
 	return subs
 }
 
-var createVerb = []string{"create"}
+var (
+	createVerb = []string{"create"}
+	getVerb    = []string{"get"}
+)
 
 // writeDiscoveryV2 writes the aggregated discovery document of the legacy
 // group (core) or of the named groups.

@@ -43,6 +43,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, a auth.At
 		}
 		return
 	}
+	if isPodLog(st, a) {
+		if err := s.servePodLog(w, r, st, namespace, a); err != nil {
+			writeError(w, err)
+		}
+		return
+	}
 	switch a.Subresource {
 	case "":
 	case "status":

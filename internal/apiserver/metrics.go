@@ -44,14 +44,18 @@ func newRequestMetrics(reg prometheus.Registerer) (*requestMetrics, error) {
 }
 
 // metricVerb is the verb label upstream reports: the HTTP method in upper
-// case, except LIST and WATCH for reads of collections, and APPLY for
-// server-side apply.
+// case, except LIST and WATCH for reads of collections, APPLY for
+// server-side apply, and CONNECT for reading pods/log (upstream's
+// OverrideMetricsVerb).
 func metricVerb(r *http.Request, a auth.Attributes) string {
 	switch a.Verb {
 	case "list":
 		return "LIST"
 	case "watch":
 		return "WATCH"
+	}
+	if r.Method == http.MethodGet && a.APIGroup == "" && a.Resource == "pods" && a.Subresource == subLog {
+		return "CONNECT"
 	}
 	if r.Method == http.MethodPatch && r.Header.Get("Content-Type") == "application/apply-patch+yaml" {
 		return "APPLY"

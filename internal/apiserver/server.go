@@ -10,7 +10,11 @@
 // handler over TLS. The package never listens itself and keeps no state
 // beyond what is in storage, so several servers may share one store.
 //
-// Not here: server-side apply (answered with 415), CBOR, RBAC.
+// pods/log is proxied to the agent of the pod's node (podlog.go), with the
+// client certificate of Config.Kubelet.
+//
+// Not here: server-side apply (answered with 415), CBOR, RBAC, the other
+// node proxies (exec, attach, port-forward, nodes/proxy).
 package apiserver
 
 import (
@@ -101,6 +105,10 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Kubelet, when set, is how pods/log reaches the node agents (see
+	// KubeletClientConfig). Nil answers pods/log with 503 once the request
+	// has been checked.
+	Kubelet *KubeletClientConfig
 }
 
 // Server is the HTTP handler of the Kubernetes API.
@@ -113,6 +121,8 @@ type Server struct {
 	groups    []groupInfo
 	namespace *objectStore
 	metrics   *requestMetrics
+	// kubelet is nil when Config.Kubelet is.
+	kubelet *kubeletClient
 	// stopping is closed by Close; the watch caches end with it.
 	stopping  chan struct{}
 	closeOnce sync.Once
@@ -141,6 +151,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.Authorizer = auth.MastersAuthorizer{}
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, stores: map[schema.GroupVersionResource]*objectStore{}, stopping: make(chan struct{})}
+	if cfg.Kubelet != nil {
+		if len(cfg.Kubelet.Certificate.Certificate) == 0 || cfg.Kubelet.Certificate.PrivateKey == nil {
+			return nil, errors.New("apiserver: Config.Kubelet.Certificate: a certificate and its private key are required")
+		}
+		s.kubelet = newKubeletClient(cfg.Kubelet, cfg.Clock.Now)
+	}
 	if cfg.Metrics != nil {
 		m, err := newRequestMetrics(cfg.Metrics)
 		if err != nil {
@@ -181,7 +197,12 @@ func New(cfg Config) (*Server, error) {
 // Close stops the server's watch caches, which ends the watches they
 // serve. The server must not serve requests afterwards.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.stopping) })
+	s.closeOnce.Do(func() {
+		close(s.stopping)
+		if s.kubelet != nil {
+			s.kubelet.closeIdleConnections()
+		}
+	})
 }
 
 // Compacted tells the server that the store's history before revision is

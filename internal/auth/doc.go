@@ -6,8 +6,9 @@
 //
 // What callers must do:
 //   - Call EnsurePKI once at start-up with the data directory; it creates
-//     the CA, the serving certificate and the admin credentials on first use
-//     and loads them afterwards. Serve with PKI.TLSConfig.
+//     the CA, the serving certificate, the admin credentials and the API
+//     server's client credentials towards node agents on first use and
+//     loads them afterwards. Serve with PKI.TLSConfig.
 //   - For every request: RequestAttributes, then an Authenticator (no user
 //     and no error means 401 unless PublicPath allows anonymous access; an
 //     error means 401), then an Authorizer. Anything but Allow is refused

@@ -18,6 +18,9 @@ const (
 	NodeUserPrefix = "system:node:"
 	// AdminUser is the user of the admin kubeconfig.
 	AdminUser = "kubernetes-admin"
+	// KubeletClientUser is the API server's own identity towards node
+	// agents (kubeadm's apiserver-kubelet-client), in MastersGroup.
+	KubeletClientUser = "kube-apiserver-kubelet-client"
 )
 
 // User is an authenticated identity. Authenticators return a fresh value on

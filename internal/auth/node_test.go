@@ -228,6 +228,8 @@ func TestNodeAuthorizer(t *testing.T) {
 		{name: "get pod status", method: "GET", path: "/api/v1/namespaces/default/pods/mine/status", want: NoOpinion},
 		{name: "evict pod", method: "POST", path: "/api/v1/namespaces/default/pods/mine/eviction", want: Allow},
 		{name: "bind pod", method: "POST", path: "/api/v1/namespaces/default/pods/mine/binding", want: NoOpinion},
+		{name: "read logs of its own pod", method: "GET", path: "/api/v1/namespaces/default/pods/mine/log", want: NoOpinion},
+		{name: "follow logs of another node's pod", method: "GET", path: "/api/v1/namespaces/default/pods/theirs/log?follow=true", want: NoOpinion},
 		{name: "deletecollection pods", method: "DELETE", path: "/api/v1/namespaces/default/pods", want: NoOpinion},
 
 		// PersistentVolumeClaims: get and status writes of the claims its

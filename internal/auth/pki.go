@@ -37,18 +37,22 @@ const (
 	ServingKeyFile  = "serving.key"
 	AdminCertFile   = "admin.crt"
 	AdminKeyFile    = "admin.key"
+	// KubeletClientCertFile and KubeletClientKeyFile are the API server's
+	// client credentials towards node agents, as kubeadm names them.
+	KubeletClientCertFile = "apiserver-kubelet-client.crt"
+	KubeletClientKeyFile  = "apiserver-kubelet-client.key"
 )
 
 // Lifetimes of what EnsurePKI and IssueClientCert create.
 const (
 	// CAValidity is the lifetime of a generated CA.
 	CAValidity = 10 * 365 * 24 * time.Hour
-	// LeafValidity is the lifetime of the serving and admin certificates and
-	// the default lifetime of client certificates. A leaf never outlives the
-	// CA that signs it.
+	// LeafValidity is the lifetime of the serving, admin and kubelet-client
+	// certificates and the default lifetime of client certificates. A leaf
+	// never outlives the CA that signs it.
 	LeafValidity = 365 * 24 * time.Hour
-	// RenewBefore: EnsurePKI reissues a serving or admin certificate that
-	// expires within this window.
+	// RenewBefore: EnsurePKI reissues a serving, admin or kubelet-client
+	// certificate that expires within this window.
 	RenewBefore = 90 * 24 * time.Hour
 	// backdate starts validity a little in the past to absorb clock skew
 	// between machines.
@@ -74,8 +78,9 @@ type PKIConfig struct {
 	Clock clock.PassiveClock
 }
 
-// PKI is a loaded cluster CA with its serving and admin credentials. It is
-// safe for concurrent use; nothing in it changes after EnsurePKI returns.
+// PKI is a loaded cluster CA with its serving, admin and kubelet-client
+// credentials. It is safe for concurrent use; nothing in it changes after
+// EnsurePKI returns.
 type PKI struct {
 	clock clock.PassiveClock
 
@@ -88,6 +93,9 @@ type PKI struct {
 
 	adminCertPEM []byte
 	adminKeyPEM  []byte
+
+	// kubeletClient is nil only when LoadPKI found no kubelet-client pair.
+	kubeletClient *tls.Certificate
 }
 
 // leafSpec is what a leaf certificate must say.
@@ -99,11 +107,16 @@ type leafSpec struct {
 	usage         x509.ExtKeyUsage
 }
 
-// EnsurePKI loads the CA, serving and admin credentials from cfg.Dir,
-// creating whatever is missing. A serving or admin certificate is reissued
-// (with a new key) when it is missing, unreadable, not signed by the CA,
-// within RenewBefore of expiry, or - for serving - lacks one of the wanted
+// EnsurePKI loads the CA, serving, admin and kubelet-client credentials
+// from cfg.Dir, creating whatever is missing. A serving, admin or
+// kubelet-client certificate is reissued (with a new key) when it is
+// missing, unreadable, not signed by the CA, within RenewBefore of expiry,
+// not of the wanted subject, or - for serving - lacks one of the wanted
 // names. Every write is atomic; keys are written 0600.
+//
+// The kubelet-client pair (KubeletClientCertFile, CN KubeletClientUser, O
+// MastersGroup) is what the API server presents to node agents, which
+// allow MastersGroup everything.
 //
 // Only one process at a time may call EnsurePKI on a directory: two
 // processes creating a CA at the same moment could leave a certificate of
@@ -114,8 +127,10 @@ func EnsurePKI(cfg PKIConfig) (*PKI, error) {
 
 // LoadPKI loads existing credentials from cfg.Dir without creating or
 // renewing anything; cfg.Hosts is ignored. A missing file gives an error
-// wrapping fs.ErrNotExist. It suits commands that must not change the data
-// directory, such as printing a kubeconfig.
+// wrapping fs.ErrNotExist, except for the kubelet-client pair, which a data
+// directory made by an older release lacks: without it
+// KubeletClientCertificate reports false. It suits commands that must not
+// change the data directory, such as printing a kubeconfig.
 func LoadPKI(cfg PKIConfig) (*PKI, error) {
 	return openPKI(cfg, false)
 }
@@ -167,6 +182,26 @@ func openPKI(cfg PKIConfig, create bool) (*PKI, error) {
 	}
 	p.adminCertPEM, p.adminKeyPEM, err = p.ensureLeaf(cfg.Dir, AdminCertFile, AdminKeyFile, admin, now, create)
 	if err != nil {
+		return nil, err
+	}
+
+	kubeletClient := leafSpec{
+		commonName:    KubeletClientUser,
+		organizations: []string{MastersGroup},
+		usage:         x509.ExtKeyUsageClientAuth,
+	}
+	certPEM, keyPEM, err = p.ensureLeaf(cfg.Dir, KubeletClientCertFile, KubeletClientKeyFile, kubeletClient, now, create)
+	switch {
+	case err == nil:
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %s: %w", KubeletClientCertFile, err)
+		}
+		p.kubeletClient = &pair
+	case !create && errors.Is(err, fs.ErrNotExist):
+		// A data directory from before the pair existed; only the API
+		// server needs it, and its EnsurePKI creates it.
+	default:
 		return nil, err
 	}
 	return p, nil
@@ -385,6 +420,17 @@ func (p *PKI) CAPEM() []byte { return bytes.Clone(p.caPEM) }
 // CertPool returns a new pool holding the cluster CA, for clients that
 // verify the server.
 func (p *PKI) CertPool() *x509.CertPool { return p.pool.Clone() }
+
+// KubeletClientCertificate returns the API server's client certificate
+// towards node agents (CN KubeletClientUser, O MastersGroup), with its
+// Leaf parsed. The caller must not change it. ok is false only for a PKI
+// from LoadPKI on a directory without the pair; EnsurePKI always has one.
+func (p *PKI) KubeletClientCertificate() (cert tls.Certificate, ok bool) {
+	if p.kubeletClient == nil {
+		return tls.Certificate{}, false
+	}
+	return *p.kubeletClient, true
+}
 
 // X509Authenticator authenticates client certificates signed by this CA.
 func (p *PKI) X509Authenticator() *X509Authenticator {

@@ -5,10 +5,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"io/fs"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,7 +57,7 @@ func TestEnsurePKIFirstCall(t *testing.T) {
 	p := mustEnsure(t, PKIConfig{Dir: dir, Hosts: []string{"Node-A.example.com", "10.0.0.7", "localhost"}, Clock: clk})
 
 	modes := map[string]fs.FileMode{}
-	for _, name := range []string{CACertFile, CAKeyFile, ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile} {
+	for _, name := range pkiFiles {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -66,6 +68,7 @@ func TestEnsurePKIFirstCall(t *testing.T) {
 		CACertFile: 0o644, CAKeyFile: 0o600,
 		ServingCertFile: 0o644, ServingKeyFile: 0o600,
 		AdminCertFile: 0o644, AdminKeyFile: 0o600,
+		KubeletClientCertFile: 0o644, KubeletClientKeyFile: 0o600,
 	}
 	if diff := cmp.Diff(wantModes, modes); diff != "" {
 		t.Errorf("file modes (-want +got):\n%s", diff)
@@ -74,8 +77,8 @@ func TestEnsurePKIFirstCall(t *testing.T) {
 		t.Errorf("dir mode = %v, %v; want 0700", fi.Mode().Perm(), err)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 6 {
-		t.Errorf("dir holds %d entries, want the 6 files and no temporaries", len(entries))
+	if len(entries) != len(pkiFiles) {
+		t.Errorf("dir holds %d entries, want the %d files and no temporaries", len(entries), len(pkiFiles))
 	}
 
 	if !bytes.Equal(p.CAPEM(), readFile(t, dir, CACertFile)) {
@@ -116,6 +119,35 @@ func TestEnsurePKIFirstCall(t *testing.T) {
 	if _, err := admin.Verify(x509.VerifyOptions{Roots: p.CertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: t0}); err != nil {
 		t.Errorf("admin cert does not verify as a client cert: %v", err)
 	}
+
+	kubelet := parseCert(t, readFile(t, dir, KubeletClientCertFile))
+	if kubelet.Subject.CommonName != "kube-apiserver-kubelet-client" || !cmp.Equal(kubelet.Subject.Organization, []string{"system:masters"}) {
+		t.Errorf("kubelet-client subject = %v, want CN=kube-apiserver-kubelet-client O=system:masters", kubelet.Subject)
+	}
+	if _, err := kubelet.Verify(x509.VerifyOptions{Roots: p.CertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: t0}); err != nil {
+		t.Errorf("kubelet-client cert does not verify as a client cert: %v", err)
+	}
+	if _, err := kubelet.Verify(x509.VerifyOptions{Roots: p.CertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, CurrentTime: t0}); err == nil {
+		t.Error("kubelet-client cert verifies as a serving cert, want client auth only")
+	}
+	if kubelet.NotAfter.Sub(t0) < LeafValidity-time.Minute {
+		t.Errorf("kubelet-client cert valid until %v, want LeafValidity", kubelet.NotAfter)
+	}
+	pair, ok := p.KubeletClientCertificate()
+	if !ok || pair.Leaf == nil || !bytes.Equal(pair.Leaf.Raw, kubelet.Raw) {
+		t.Fatalf("KubeletClientCertificate = %v, ok %v; want the pair on disk", pair.Leaf, ok)
+	}
+	// An agent authenticating the pair (as internal/agent/server does)
+	// sees the API server as a member of system:masters.
+	r := httptest.NewRequest("GET", "https://node/containerLogs/ns/p/c", nil)
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{pair.Leaf}}
+	user, ok, err := NewX509Authenticator(X509Config{Roots: p.CertPool(), Clock: clk}).Authenticate(r)
+	if err != nil || !ok {
+		t.Fatalf("authenticating the kubelet-client cert: ok %v, err %v", ok, err)
+	}
+	if user.Name != KubeletClientUser || !user.InGroup(MastersGroup) {
+		t.Errorf("kubelet-client cert authenticates as %+v, want %s in %s", user, KubeletClientUser, MastersGroup)
+	}
 }
 
 func TestEnsurePKITwiceKeepsEverything(t *testing.T) {
@@ -134,11 +166,14 @@ func TestEnsurePKITwiceKeepsEverything(t *testing.T) {
 	}
 }
 
+// pkiFiles are every file EnsurePKI writes.
+var pkiFiles = []string{CACertFile, CAKeyFile, ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile, KubeletClientCertFile, KubeletClientKeyFile}
+
 // snapshot maps each PKI file to its content.
 func snapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, name := range []string{CACertFile, CAKeyFile, ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile} {
+	for _, name := range pkiFiles {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			out[name] = "<" + err.Error() + ">"
@@ -170,9 +205,9 @@ func TestEnsurePKIReissues(t *testing.T) {
 		{name: "just outside the renewal window", now: expiry.Add(-RenewBefore),
 			wantChanged: nil},
 		{name: "just inside the renewal window", now: expiry.Add(-RenewBefore).Add(time.Second),
-			wantChanged: []string{ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile}},
+			wantChanged: []string{ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile, KubeletClientCertFile, KubeletClientKeyFile}},
 		{name: "expired", now: expiry.Add(time.Hour),
-			wantChanged: []string{ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile}},
+			wantChanged: []string{ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile, KubeletClientCertFile, KubeletClientKeyFile}},
 		{name: "serving key does not match (crash between writes)", now: t0,
 			damage: func(t *testing.T, dir string) {
 				key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -189,6 +224,24 @@ func TestEnsurePKIReissues(t *testing.T) {
 				}
 			},
 			wantChanged: []string{AdminCertFile, AdminKeyFile}},
+		{name: "kubelet-client key missing", now: t0,
+			damage: func(t *testing.T, dir string) {
+				if err := os.Remove(filepath.Join(dir, KubeletClientKeyFile)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantChanged: []string{KubeletClientCertFile, KubeletClientKeyFile}},
+		{name: "kubelet-client cert of another subject", now: t0,
+			damage: func(t *testing.T, dir string) {
+				p := mustEnsure(t, PKIConfig{Dir: dir, Clock: testingclock.NewFakePassiveClock(t0)})
+				certPEM, keyPEM, err := p.IssueClientCert(KubeletClientUser, []string{"system:nodes"}, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(dir, KubeletClientCertFile), certPEM, 0o644)
+				os.WriteFile(filepath.Join(dir, KubeletClientKeyFile), keyPEM, 0o600)
+			},
+			wantChanged: []string{KubeletClientCertFile, KubeletClientKeyFile}},
 		{name: "serving cert is garbage", now: t0,
 			damage: func(t *testing.T, dir string) {
 				if err := os.WriteFile(filepath.Join(dir, ServingCertFile), []byte("junk"), 0o644); err != nil {
@@ -226,7 +279,7 @@ func TestEnsurePKIReissues(t *testing.T) {
 			after := snapshot(t, dir)
 
 			var changed []string
-			for _, name := range []string{CACertFile, CAKeyFile, ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile} {
+			for _, name := range pkiFiles {
 				if before[name] != after[name] {
 					changed = append(changed, name)
 				}
@@ -237,6 +290,10 @@ func TestEnsurePKIReissues(t *testing.T) {
 			served := p.TLSConfig().Certificates[0].Leaf
 			if served == nil || !bytes.Equal(served.Raw, parseCert(t, []byte(after[ServingCertFile])).Raw) {
 				t.Error("TLSConfig does not serve the certificate on disk")
+			}
+			kc, ok := p.KubeletClientCertificate()
+			if !ok || kc.Leaf == nil || !bytes.Equal(kc.Leaf.Raw, parseCert(t, []byte(after[KubeletClientCertFile])).Raw) {
+				t.Error("KubeletClientCertificate is not the certificate on disk")
 			}
 		})
 	}
@@ -374,6 +431,50 @@ func TestLoadPKI(t *testing.T) {
 	clk.SetTime(t0.Add(LeafValidity + time.Hour))
 	if _, err := LoadPKI(PKIConfig{Dir: dir, Clock: clk}); err == nil || !strings.Contains(err.Error(), "expires") {
 		t.Errorf("LoadPKI with expired leaves: err = %v, want an expiry error", err)
+	}
+}
+
+func TestLoadPKIWithoutKubeletClient(t *testing.T) {
+	// A data directory made before the kubelet-client pair existed still
+	// loads (for `knode kubeconfig`); EnsurePKI then adds the pair and
+	// leaves everything else alone.
+	dir := t.TempDir()
+	clk := testingclock.NewFakePassiveClock(t0)
+	mustEnsure(t, PKIConfig{Dir: dir, Clock: clk})
+	for _, name := range []string{KubeletClientCertFile, KubeletClientKeyFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded, err := LoadPKI(PKIConfig{Dir: dir, Clock: clk})
+	if err != nil {
+		t.Fatalf("LoadPKI without the kubelet-client pair: %v", err)
+	}
+	if _, ok := loaded.KubeletClientCertificate(); ok {
+		t.Error("KubeletClientCertificate ok without the pair on disk")
+	}
+	before := snapshot(t, dir)
+	p := mustEnsure(t, PKIConfig{Dir: dir, Clock: clk})
+	if _, ok := p.KubeletClientCertificate(); !ok {
+		t.Error("EnsurePKI did not create the kubelet-client pair")
+	}
+	after := snapshot(t, dir)
+	var changed []string
+	for _, name := range pkiFiles {
+		if before[name] != after[name] {
+			changed = append(changed, name)
+		}
+	}
+	if diff := cmp.Diff([]string{KubeletClientCertFile, KubeletClientKeyFile}, changed); diff != "" {
+		t.Errorf("rewritten files (-want +got):\n%s", diff)
+	}
+
+	// A pair that is there but unusable is an error, as for admin.
+	if err := os.WriteFile(filepath.Join(dir, KubeletClientCertFile), []byte("junk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPKI(PKIConfig{Dir: dir, Clock: clk}); err == nil || !strings.Contains(err.Error(), KubeletClientCertFile) {
+		t.Errorf("LoadPKI with a garbage kubelet-client cert: err = %v, want an error naming %s", err, KubeletClientCertFile)
 	}
 }
 

@@ -27,7 +27,8 @@
 //
 // It does not describe the endpoints nobody registered as a Kind (the
 // pods/binding and pods/eviction subresources, the deprecated /watch/
-// paths), nor check that the server really serves what it describes.
+// paths), nor check that the server really serves what it describes. The
+// one exception is pods/log, described with the pods kind.
 //
 // To regenerate the schemas after k8s.io/api or kube-openapi moves, keep the
 // openapi-gen version below equal to k8s.io/kube-openapi in go.mod and run

@@ -224,6 +224,37 @@ func TestV3ScaleTakesScale(t *testing.T) {
 	}
 }
 
+// pods/log is a read of text with PodLogOptions' parameters but sinceTime,
+// as upstream's document describes it; nothing else is done on it.
+func TestV3PodLog(t *testing.T) {
+	doc := v3Documents(t, newTestHandler(t))["api/v1"]
+	if doc == nil {
+		t.Fatal("no api/v1 document")
+	}
+	const path = "/api/v1/namespaces/{namespace}/pods/{name}/log"
+	item := doc.Paths.Paths[path]
+	if item == nil || item.Get == nil || item.Put != nil || item.Patch != nil || item.Post != nil || item.Delete != nil {
+		t.Fatalf("%s: %+v, want a GET only", path, item)
+	}
+	// The builder puts parameters on the path when every operation there
+	// shares them.
+	var params []string
+	for _, p := range append(item.Parameters, item.Get.Parameters...) {
+		params = append(params, p.In+" "+p.Name)
+	}
+	sort.Strings(params)
+	want := []string{"path name", "path namespace", "query container", "query follow", "query insecureSkipTLSVerifyBackend",
+		"query limitBytes", "query pretty", "query previous", "query sinceSeconds", "query stream", "query tailLines", "query timestamps"}
+	if diff := cmp.Diff(want, params); diff != "" {
+		t.Errorf("parameters (-want +got):\n%s", diff)
+	}
+	ok := item.Get.Responses.StatusCodeResponses[http.StatusOK]
+	if ok == nil || ok.Content["text/plain"] == nil || ok.Content["text/plain"].Schema == nil ||
+		!cmp.Equal(ok.Content["text/plain"].Schema.Type, spec.StringOrArray{"string"}) {
+		t.Errorf("200 response %+v, want a string as text/plain", ok)
+	}
+}
+
 // operation is an operation's identity and the extensions kubectl reads.
 type operation struct {
 	ID     string
@@ -277,6 +308,7 @@ func TestV3Operations(t *testing.T) {
 			"PATCH /api/v1/namespaces/{namespace}/pods/{name}":        {"patchCoreV1NamespacedPod", "patch", pod},
 			"DELETE /api/v1/namespaces/{namespace}/pods/{name}":       {"deleteCoreV1NamespacedPod", "delete", pod},
 			"GET /api/v1/namespaces/{namespace}/pods/{name}/status":   {"readCoreV1NamespacedPodStatus", "get", pod},
+			"GET /api/v1/namespaces/{namespace}/pods/{name}/log":      {"readCoreV1NamespacedPodLog", "get", pod},
 			"PUT /api/v1/namespaces/{namespace}/pods/{name}/status":   {"replaceCoreV1NamespacedPodStatus", "put", pod},
 			"PATCH /api/v1/namespaces/{namespace}/pods/{name}/status": {"patchCoreV1NamespacedPodStatus", "patch", pod},
 			"GET /api/v1/pods": {"listCoreV1PodForAllNamespaces", "list", pod},

@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -249,6 +250,9 @@ var (
 	createParams           = queryParams(metav1.CreateOptions{})
 	updateParams           = queryParams(metav1.UpdateOptions{})
 	patchParams            = queryParams(metav1.PatchOptions{})
+	// podLogParams leave out sinceTime, a struct, as upstream's document
+	// does.
+	podLogParams = queryParams(corev1.PodLogOptions{})
 )
 
 // operationGroupVersion is the group-version part of upstream operation
@@ -314,8 +318,9 @@ func okCreatedAccepted(model interface{}, accepted bool) []response {
 // kindRoutes returns the operations a real API server lists for one kind:
 // list, create and deletecollection on the collection; read, replace, patch
 // and delete on the item; read, replace and patch on /status and on /scale
-// (an autoscaling/v1 Scale) when the kind has them; and, for namespaced
-// kinds, the list across all namespaces.
+// (an autoscaling/v1 Scale) when the kind has them; the read of pods/log
+// for core pods; and, for namespaced kinds, the list across all
+// namespaces.
 func kindRoutes(k registry.Kind) []*route {
 	gv := k.GroupVersion
 	opGV := operationGroupVersion(gv)
@@ -444,6 +449,18 @@ func kindRoutes(k registry.Kind) []*route {
 	}
 	if k.Scale != nil {
 		sub("Scale", &autoscalingv1.Scale{}, scaleGVK)
+	}
+	if k.Resource == "pods" && gv.Group == "" {
+		// pods/log, which the API server proxies to the pod's node: a
+		// read of text, as upstream describes it.
+		add(route{
+			method: http.MethodGet, path: item + "/log", action: "get",
+			operationID: "read" + opGV + scope + k.Kind + "Log",
+			description: "read log of the specified " + k.Kind,
+			params:      concat(itemParams, []parameter{prettyParam}, podLogParams),
+			produces:    append([]string{"text/plain"}, mediaTypes...),
+			responses:   []response{{http.StatusOK, "OK", ""}},
+		})
 	}
 	if k.Namespaced {
 		add(route{

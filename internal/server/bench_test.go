@@ -25,8 +25,9 @@ import (
 
 // startServer runs a whole knode server (embedded etcd, HTTPS) for a test
 // or benchmark and returns a client config that authenticates with the
-// admin's client certificate, as kubectl would.
-func startServer(tb testing.TB) *rest.Config {
+// admin's client certificate, as kubectl would. Each of opts may change
+// the server's Config first.
+func startServer(tb testing.TB, opts ...func(*server.Config)) *rest.Config {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan *server.Server, 1)
@@ -35,7 +36,11 @@ func startServer(tb testing.TB) *rest.Config {
 	go func() {
 		// The built-in driver's volumes stay in the test's directory.
 		storage := server.StorageConfig{DataDir: filepath.Join(dir, "storage")}
-		done <- server.Run(ctx, server.Config{DataDir: dir, SecurePort: 0, Storage: storage, OnReady: func(s *server.Server) { ready <- s }})
+		cfg := server.Config{DataDir: dir, SecurePort: 0, Storage: storage, OnReady: func(s *server.Server) { ready <- s }}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		done <- server.Run(ctx, cfg)
 	}()
 	var srv *server.Server
 	select {

@@ -1,5 +1,6 @@
 // Package server assembles `knode server`: storage (embedded or external
-// etcd), the cluster's credentials, the API server over HTTPS, and the
+// etcd), the cluster's credentials, the API server over HTTPS (with the
+// kubelet-client credentials it proxies pods/log to agents with), and the
 // controllers that run beside it.
 //
 // Run blocks until its context ends, then shuts everything down. The data
@@ -11,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -93,6 +95,15 @@ type Config struct {
 	EtcdServers []string
 	// TokenAuthFile is a static token file (token,user,uid,"groups").
 	TokenAuthFile string
+	// KubeletCertificateAuthority is --kubelet-certificate-authority: a PEM
+	// file of the CA certificates that must sign the agents' serving
+	// certificates when the API server proxies pods/log to them. Empty, as
+	// upstream's default, does not verify agents (they serve self-signed
+	// certificates unless given one); requests may still skip the check
+	// with insecureSkipTLSVerifyBackend=true. The API server presents the
+	// PKI's kubelet-client pair (apiserver-kubelet-client.crt, in
+	// system:masters) to agents either way.
+	KubeletCertificateAuthority string
 	// CompactionInterval is how often old revisions are compacted.
 	CompactionInterval time.Duration
 	// Profiling serves Go's profiles at /debug/pprof/ (behind
@@ -199,6 +210,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	kubelet, err := kubeletClient(pki, cfg.KubeletCertificateAuthority)
+	if err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -261,6 +276,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Extra:   extraPaths(cfg, metrics),
 		Metrics: metrics,
 		Logger:  log,
+		Kubelet: kubelet,
 		Ready: func() error {
 			if !ready.Load() {
 				return errors.New("starting")
@@ -402,6 +418,33 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stop()
 	_ = httpServer.Shutdown(shutdownCtx)
 	return runErr
+}
+
+// kubeletClient is how the API server reaches agents: with the PKI's
+// kubelet-client pair, verifying them against the CA certificates in
+// caFile (--kubelet-certificate-authority) when it is set.
+func kubeletClient(pki *auth.PKI, caFile string) (*apiserver.KubeletClientConfig, error) {
+	cert, ok := pki.KubeletClientCertificate()
+	if !ok {
+		return nil, errors.New("the PKI has no kubelet-client certificate")
+	}
+	cfg := &apiserver.KubeletClientConfig{Certificate: cert}
+	if caFile == "" {
+		return cfg, nil
+	}
+	data, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--kubelet-certificate-authority: %w", err)
+	}
+	certs, err := auth.ParseCertificates(data)
+	if err != nil {
+		return nil, fmt.Errorf("--kubelet-certificate-authority %s: %w", caFile, err)
+	}
+	cfg.RootCAs = x509.NewCertPool()
+	for _, c := range certs {
+		cfg.RootCAs.AddCert(c)
+	}
+	return cfg, nil
 }
 
 // extraPaths are the non-resource paths served beside the API: /metrics,

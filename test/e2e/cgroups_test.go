@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,4 +87,36 @@ func killCgroupProcs(dir string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+var bridges atomic.Int64
+
+// testBridge makes a bridge of the test's own holding one address,
+// 198.19.<n>.1/24 (a benchmarking range no real network uses), and returns
+// that address; the bridge is deleted when the test ends. An agent told to
+// listen and report its node IP there is reachable by the API server
+// without traffic leaving the machine. Needs root and ip(8).
+func testBridge(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a bridge")
+	}
+	n := (int64(os.Getpid())*7 + bridges.Add(1)) % 250
+	name := fmt.Sprintf("knbr%d", n)
+	addr := fmt.Sprintf("198.19.%d.1", n)
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	run("link", "add", "name", name, "type", "bridge")
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("ip link del %s: %v\n%s", name, err, out)
+		}
+	})
+	run("addr", "add", addr+"/24", "dev", name)
+	run("link", "set", name, "up")
+	return addr
 }
