@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -644,39 +643,30 @@ func TestPodLogDiscovery(t *testing.T) {
 // kubectl logs, of the oldest and newest kubectl, reads through pods/log
 // with its flags turned into the agent's parameters.
 func TestKubectlLogs(t *testing.T) {
-	for _, release := range kubectlVersions {
-		t.Run(release, func(t *testing.T) {
-			if testing.Short() && release != kubectlVersions[0] && release != kubectlVersions[len(kubectlVersions)-1] {
-				t.Skip("-short runs only the oldest and the newest kubectl")
-			}
-			bin := filepath.Join(kubectlDir, "kubectl."+release)
-			if _, err := os.Stat(bin); err != nil {
-				t.Skipf("kubectl %s not installed: %v", release, err)
-			}
-			s := startLogServer(t, logServerOptions{kubelet: kubeletClient, anonymousAdmin: true})
-			agent := newFakeAgent(t, s.pki, echoAgent)
-			s.addNode(t, "n1", agent.port(t), internalIP("127.0.0.1"))
-			s.addPod(t, "one", "n1", nil, "c")
-			home := t.TempDir()
-			kubectl := func(args ...string) (string, error) {
-				cmd := exec.Command(bin, append([]string{"--server", s.url, "--cache-dir", filepath.Join(home, "cache"), "-n", "default"}, args...)...)
-				cmd.Env = []string{"HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "kubeconfig"), "PATH=/usr/bin:/bin"}
-				out, err := cmd.Output()
-				return string(out), err
-			}
-			if out, err := kubectl("logs", "one"); err != nil || out != "log of /containerLogs/default/one/c\n" {
-				t.Errorf("kubectl logs one: %v\n%s", err, out)
-			}
-			if out, err := kubectl("logs", "pod/one", "-c", "c", "--tail=5", "--timestamps", "--limit-bytes=64", "--since=1h", "-f"); err != nil || out != "log of /containerLogs/default/one/c\n" {
-				t.Errorf("kubectl logs with flags: %v\n%s", err, out)
-			}
-			got := agent.requests()
-			if len(got) != 2 {
-				t.Fatalf("agent requests: %+v", got)
-			}
-			if want := "follow=true&limitBytes=64&sinceSeconds=3600&tailLines=5&timestamps=true"; got[1].Query != want {
-				t.Errorf("kubectl's flags reached the agent as %q, want %q", got[1].Query, want)
-			}
-		})
-	}
+	eachKubectl(t, func(t *testing.T, release, bin string) {
+		s := startLogServer(t, logServerOptions{kubelet: kubeletClient, anonymousAdmin: true})
+		agent := newFakeAgent(t, s.pki, echoAgent)
+		s.addNode(t, "n1", agent.port(t), internalIP("127.0.0.1"))
+		s.addPod(t, "one", "n1", nil, "c")
+		home := t.TempDir()
+		kubectl := func(args ...string) (string, error) {
+			cmd := exec.Command(bin, append([]string{"--server", s.url, "--cache-dir", filepath.Join(home, "cache"), "-n", "default"}, args...)...)
+			cmd.Env = []string{"HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "kubeconfig"), "PATH=/usr/bin:/bin"}
+			out, err := cmd.Output()
+			return string(out), err
+		}
+		if out, err := kubectl("logs", "one"); err != nil || out != "log of /containerLogs/default/one/c\n" {
+			t.Errorf("kubectl logs one: %v\n%s", err, out)
+		}
+		if out, err := kubectl("logs", "pod/one", "-c", "c", "--tail=5", "--timestamps", "--limit-bytes=64", "--since=1h", "-f"); err != nil || out != "log of /containerLogs/default/one/c\n" {
+			t.Errorf("kubectl logs with flags: %v\n%s", err, out)
+		}
+		got := agent.requests()
+		if len(got) != 2 {
+			t.Fatalf("agent requests: %+v", got)
+		}
+		if want := "follow=true&limitBytes=64&sinceSeconds=3600&tailLines=5&timestamps=true"; got[1].Query != want {
+			t.Errorf("kubectl's flags reached the agent as %q, want %q", got[1].Query, want)
+		}
+	})
 }

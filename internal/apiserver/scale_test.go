@@ -416,10 +416,9 @@ const kubectlDir = "/usr/lib/google-cloud-sdk/bin"
 
 var kubectlVersions = []string{"1.27", "1.28", "1.29", "1.30", "1.31", "1.32", "1.33"}
 
-// TestKubectlScale runs each kubectl's scale: a merge patch of the scale
-// subresource, and with --current-replicas a GET and a PUT of it; and its
-// get --subresource=scale, which prints the server's Table.
-func TestKubectlScale(t *testing.T) {
+// eachKubectl runs f, as a subtest, with every installed kubectl release
+// (-short: the oldest and the newest) and its binary.
+func eachKubectl(t *testing.T, f func(t *testing.T, release, bin string)) {
 	for _, release := range kubectlVersions {
 		t.Run(release, func(t *testing.T) {
 			if testing.Short() && release != kubectlVersions[0] && release != kubectlVersions[len(kubectlVersions)-1] {
@@ -429,51 +428,60 @@ func TestKubectlScale(t *testing.T) {
 			if _, err := os.Stat(bin); err != nil {
 				t.Skipf("kubectl %s not installed: %v", release, err)
 			}
-			// kubectl sends no credentials over plain HTTP: the server
-			// sees the admin's.
-			s, _ := startWithReplicaSet(t, apitest.Options{Wrap: func(h http.Handler) http.Handler {
-				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					r.Header.Set("Authorization", "Bearer "+apitest.AdminToken)
-					h.ServeHTTP(w, r)
-				})
-			}})
-			home := t.TempDir()
-			kubectl := func(args ...string) (string, error) {
-				cmd := exec.Command(bin, append([]string{"--server", s.URL, "--cache-dir", filepath.Join(home, "cache"), "-n", "default"}, args...)...)
-				cmd.Env = []string{"HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "kubeconfig"), "PATH=/usr/bin:/bin"}
-				out, err := cmd.CombinedOutput()
-				return string(out), err
-			}
-			replicas := func() int32 {
-				rs, err := s.Admin.AppsV1().ReplicaSets("default").Get(context.Background(), "web", metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return *rs.Spec.Replicas
-			}
-			if out, err := kubectl("scale", "rs/web", "--replicas=3"); err != nil || !strings.Contains(out, "replicaset.apps/web scaled") {
-				t.Fatalf("kubectl scale --replicas=3: %v\n%s", err, out)
-			}
-			if got := replicas(); got != 3 {
-				t.Errorf("after kubectl scale --replicas=3, spec.replicas = %d", got)
-			}
-			if out, err := kubectl("scale", "rs/web", "--current-replicas=3", "--replicas=1"); err != nil {
-				t.Fatalf("kubectl scale --current-replicas=3 --replicas=1: %v\n%s", err, out)
-			}
-			if got := replicas(); got != 1 {
-				t.Errorf("after kubectl scale --current-replicas=3 --replicas=1, spec.replicas = %d", got)
-			}
-			if out, err := kubectl("scale", "rs/web", "--current-replicas=3", "--replicas=4"); err == nil {
-				t.Errorf("kubectl scale with a wrong --current-replicas succeeded:\n%s", out)
-			}
-			if got := replicas(); got != 1 {
-				t.Errorf("after a refused kubectl scale, spec.replicas = %d", got)
-			}
-			out, err := kubectl("get", "rs/web", "--subresource=scale", "--no-headers")
-			lines := strings.Split(strings.TrimSpace(out), "\n") // kubectl 1.27 warns first that it has no kubeconfig
-			if fields := strings.Fields(lines[len(lines)-1]); err != nil || len(fields) != 4 || fields[0] != "web" || fields[1] != "1" || fields[2] != "1" {
-				t.Errorf("kubectl get --subresource=scale: %v\n%s", err, out)
-			}
+			f(t, release, bin)
 		})
 	}
+}
+
+// TestKubectlScale runs each kubectl's scale: a merge patch of the scale
+// subresource, and with --current-replicas a GET and a PUT of it; and its
+// get --subresource=scale, which prints the server's Table.
+func TestKubectlScale(t *testing.T) {
+	eachKubectl(t, func(t *testing.T, release, bin string) {
+		// kubectl sends no credentials over plain HTTP: the server
+		// sees the admin's.
+		s, _ := startWithReplicaSet(t, apitest.Options{Wrap: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				r.Header.Set("Authorization", "Bearer "+apitest.AdminToken)
+				h.ServeHTTP(w, r)
+			})
+		}})
+		home := t.TempDir()
+		kubectl := func(args ...string) (string, error) {
+			cmd := exec.Command(bin, append([]string{"--server", s.URL, "--cache-dir", filepath.Join(home, "cache"), "-n", "default"}, args...)...)
+			cmd.Env = []string{"HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "kubeconfig"), "PATH=/usr/bin:/bin"}
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		replicas := func() int32 {
+			rs, err := s.Admin.AppsV1().ReplicaSets("default").Get(context.Background(), "web", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return *rs.Spec.Replicas
+		}
+		if out, err := kubectl("scale", "rs/web", "--replicas=3"); err != nil || !strings.Contains(out, "replicaset.apps/web scaled") {
+			t.Fatalf("kubectl scale --replicas=3: %v\n%s", err, out)
+		}
+		if got := replicas(); got != 3 {
+			t.Errorf("after kubectl scale --replicas=3, spec.replicas = %d", got)
+		}
+		if out, err := kubectl("scale", "rs/web", "--current-replicas=3", "--replicas=1"); err != nil {
+			t.Fatalf("kubectl scale --current-replicas=3 --replicas=1: %v\n%s", err, out)
+		}
+		if got := replicas(); got != 1 {
+			t.Errorf("after kubectl scale --current-replicas=3 --replicas=1, spec.replicas = %d", got)
+		}
+		if out, err := kubectl("scale", "rs/web", "--current-replicas=3", "--replicas=4"); err == nil {
+			t.Errorf("kubectl scale with a wrong --current-replicas succeeded:\n%s", out)
+		}
+		if got := replicas(); got != 1 {
+			t.Errorf("after a refused kubectl scale, spec.replicas = %d", got)
+		}
+		out, err := kubectl("get", "rs/web", "--subresource=scale", "--no-headers")
+		lines := strings.Split(strings.TrimSpace(out), "\n") // kubectl 1.27 warns first that it has no kubeconfig
+		if fields := strings.Fields(lines[len(lines)-1]); err != nil || len(fields) != 4 || fields[0] != "web" || fields[1] != "1" || fields[2] != "1" {
+			t.Errorf("kubectl get --subresource=scale: %v\n%s", err, out)
+		}
+	})
 }
