@@ -182,7 +182,7 @@ func TestAgentUpNodeReady(t *testing.T) {
 	port := freePort(t)
 
 	start := time.Now()
-	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--kubelet-port", "0", "--storage-dir", t.TempDir())
+	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--kubelet-port", "0", "--storage-dir", t.TempDir(), "--cgroup-root", testCgroupRoot(t))
 	t.Cleanup(func() {
 		if !p.stop() {
 			t.Errorf("knode up did not exit within %s of SIGTERM", stopTimeout)
@@ -324,6 +324,7 @@ func TestAgentSecondNode(t *testing.T) {
 		"--node-labels", "team=blue,node.kubernetes.io/pool=p1",
 		"--register-with-taints", "dedicated=infra:NoSchedule",
 		"--node-ip", nodeIP,
+		"--cgroup-root", testCgroupRoot(t),
 		"--config", config}
 	start := time.Now()
 	agent := startProcess(t, args...)
@@ -523,6 +524,7 @@ func TestAgentBadFlags(t *testing.T) {
 		{"node-role label", []string{"--node-labels", "node-role.kubernetes.io/worker="}, []string{"--node-labels", "node-role.kubernetes.io/worker"}},
 		{"two IPv4 node IPs", []string{"--node-ip", "10.0.0.1,10.0.0.2"}, []string{"--node-ip", "dual-stack"}},
 		{"unknown config field", []string{"--config", unknownField}, []string{"--config", "unknown field", "registerNodes"}},
+		{"unknown CPU manager policy", []string{"--cpu-manager-policy", "dynamic"}, []string{"cpuManagerPolicy (--cpu-manager-policy)", `unknown policy: "dynamic"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,7 +45,25 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e: skipped in -short mode")
 		os.Exit(0)
 	}
-	os.Exit(run(m))
+	before := rootKubepods()
+	code := run(m)
+	// Every agent a test starts keeps its cgroups under a root of the
+	// test's own (testCgroupRoot): one at the machine's root is a leak.
+	if after := rootKubepods(); len(after) > len(before) {
+		fmt.Fprintf(os.Stderr, "e2e: the tests left kubepods cgroups at the machine's root: %v (start agents with --cgroup-root testCgroupRoot(t))\n", after)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// rootKubepods lists the kubepods cgroups at the root of the machine's
+// hierarchies.
+func rootKubepods() []string {
+	found, _ := filepath.Glob(filepath.Join(cgroupMount, "*", "kubepods"))
+	if st, err := os.Stat(filepath.Join(cgroupMount, "kubepods")); err == nil && st.IsDir() {
+		found = append(found, filepath.Join(cgroupMount, "kubepods"))
+	}
+	return found
 }
 
 func run(m *testing.M) int {
