@@ -4,8 +4,6 @@ package cgroups
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -44,19 +42,8 @@ func TestRealHost(t *testing.T) {
 		t.Skipf("cgroups not writable here: %v", err)
 	}
 	t.Logf("mode %s, enforced %v, missing %v", mode, m.Enforced(), m.Missing())
-	for _, need := range []string{"cpu", "memory"} {
-		found := false
-		for _, c := range m.Enforced() {
-			found = found || c == need
-		}
-		if !found {
-			t.Skipf("controller %s not writable here (%s)", need, m.MissingWarning())
-		}
-	}
-
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	top := "knode-test-" + hex.EncodeToString(b)
+	cgroupstest.RequireControllers(t, m, "cpu", "memory")
+	top := cgroupstest.UniqueName("knode-test-")
 	t.Cleanup(func() {
 		killAndWait(t, m, top)
 		if err := m.Remove(top); err != nil {

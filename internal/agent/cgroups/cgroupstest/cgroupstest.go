@@ -4,8 +4,11 @@ package cgroupstest
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -69,4 +72,28 @@ func OwnDirs(t testing.TB, root string, controllers ...string) map[string]string
 		}
 	}
 	return dirs
+}
+
+// Controllers is what RequireControllers reads of a cgroups.Manager.
+type Controllers interface {
+	Enforced() []string
+	MissingWarning() string
+}
+
+// RequireControllers skips the test unless m can write every one of names.
+func RequireControllers(t testing.TB, m Controllers, names ...string) {
+	t.Helper()
+	for _, need := range names {
+		if !slices.Contains(m.Enforced(), need) {
+			t.Skipf("controller %s not writable here (%s)", need, m.MissingWarning())
+		}
+	}
+}
+
+// UniqueName is prefix and 12 random hex digits: a cgroup name no other
+// run uses.
+func UniqueName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
 }

@@ -4,14 +4,11 @@ package process
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,14 +57,8 @@ func newRealV1(t *testing.T) *realV1 {
 	if err != nil {
 		t.Skipf("cgroups not writable here: %v", err)
 	}
-	for _, need := range []string{"cpu", "cpuset", "memory"} {
-		if !slices.Contains(m.Enforced(), need) {
-			t.Skipf("controller %s not writable here (%s)", need, m.MissingWarning())
-		}
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	top := "knode-process-test-" + hex.EncodeToString(b)
+	cgroupstest.RequireControllers(t, m, "cpu", "cpuset", "memory")
+	top := cgroupstest.UniqueName("knode-process-test-")
 	// Registered first, so it runs after the runtimes' cleanups.
 	t.Cleanup(func() {
 		killAndWaitCgroup(t, m, top)
