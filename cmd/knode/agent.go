@@ -334,7 +334,7 @@ func startBuiltinNodeDriver(ctx context.Context, running *sync.WaitGroup, s opti
 // agentServer builds the agent's HTTPS server: the kubeconfig's CA signs
 // the client certificates it accepts unless --client-ca-file says
 // otherwise.
-func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics prometheus.Gatherer, logs agentserver.LogSource, log *slog.Logger) (*agentserver.Server, error) {
+func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics prometheus.Gatherer, pods workerLogs, log *slog.Logger) (*agentserver.Server, error) {
 	var clientCA []byte
 	var err error
 	switch {
@@ -358,13 +358,23 @@ func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics 
 		IPs:         s.NodeIPs,
 		ClientCA:    clientCA,
 		Gatherer:    metrics,
-		Logs:        logs,
+		Logs:        pods,
+		Pods:        pods.Pods,
 		Logger:      log,
 	})
 }
 
-// workerLogs is the pod worker's LogSource once the agent is built.
+// workerLogs is the pod worker's LogSource and pod list once the agent is
+// built.
 type workerLogs struct{ a **agent.Agent }
+
+// Pods is the pod worker's pods, none before it exists.
+func (l workerLogs) Pods() []*corev1.Pod {
+	if a := *l.a; a != nil && a.Pods() != nil {
+		return a.Pods().Pods()
+	}
+	return nil
+}
 
 func (l workerLogs) ContainerLog(namespace, pod, container string, previous bool) (string, func() bool, error) {
 	if a := *l.a; a != nil && a.Pods() != nil {

@@ -79,3 +79,11 @@ func hasContainer(pod *corev1.Pod, name string) bool {
 	}
 	return false
 }
+
+// Pods is the node's pods as the worker last saw them (none before its
+// first list), for the agent server's /pods; the objects are shared and
+// read-only.
+func (w *Worker) Pods() []*corev1.Pod {
+	pods, _ := w.pods.PodsOn(w.cfg.NodeName)
+	return pods
+}

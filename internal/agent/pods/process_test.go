@@ -152,6 +152,9 @@ func TestContainerLog(t *testing.T) {
 	if err := w.Sync(c.ctx); err != nil {
 		t.Fatal(err)
 	}
+	if got := w.Pods(); len(got) != 1 || got[0].Name != "web" {
+		t.Errorf("Pods() = %v, want web", got)
+	}
 	path, live, err := w.ContainerLog("default", "web", "a", false)
 	if err != nil {
 		t.Fatal(err)

@@ -190,9 +190,10 @@ func (c *Config) setDefaults() error {
 type Worker struct {
 	cfg Config
 	log *slog.Logger
-	// pods is Config.Pods, or the cache Run fills; set before Run starts
-	// its watch.
-	pods PodLister
+	// pods is Config.Pods, or cache, which Run fills (until then it
+	// answers not filled, and a pass lists from the server).
+	pods  PodLister
+	cache *podCache
 
 	// syncing serialises passes; the fields below belong to the pass.
 	syncing sync.Mutex
@@ -233,16 +234,21 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Worker{
+	w := &Worker{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.NodeName),
 		pods:     cfg.Pods,
+		cache:    &podCache{},
 		admitted: map[types.UID]bool{},
 		holding:  map[types.UID]bool{},
 		last:     map[types.UID]*corev1.Pod{},
 		wake:     make(chan struct{}, 1),
 		terms:    map[types.UID]*termination{},
-	}, nil
+	}
+	if w.pods == nil {
+		w.pods = w.cache
+	}
+	return w, nil
 }
 
 // Stats returns the worker's counters.
@@ -705,10 +711,7 @@ type nextChanger interface {
 // changes, the runtime reports a change, or ResyncPeriod has passed.
 func (w *Worker) Run(ctx context.Context) error {
 	kick := make(chan struct{}, 1)
-	cache := &podCache{}
-	if w.pods == nil {
-		w.pods = cache
-	}
+	cache := w.cache
 	// The first list fills the cache before the first pass; the watch
 	// starts from its revision.
 	first, err := w.listInto(ctx, cache)

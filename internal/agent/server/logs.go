@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 )
@@ -255,4 +257,31 @@ func tailOffset(f *os.File, n int64) int64 {
 		}
 	}
 	return 0
+}
+
+// podsPath is the kubelet's list of the pods it runs.
+const podsPath = "/pods"
+
+// servePods answers GET /pods with a v1 PodList of Config.Pods.
+func (s *Server) servePods(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			fmt.Sprintf("method %s is not allowed on path %q; use GET or HEAD", r.Method, r.URL.Path))
+		return
+	}
+	list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: []corev1.Pod{}}
+	if s.cfg.Pods != nil {
+		for _, p := range s.cfg.Pods() {
+			list.Items = append(list.Items, *p)
+		}
+	}
+	body, err := json.Marshal(list)
+	if err != nil {
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(body)
 }

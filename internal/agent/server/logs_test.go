@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"knode/internal/agent/server"
@@ -191,5 +194,45 @@ func TestContainerLogsFollow(t *testing.T) {
 	wg.Wait()
 	if l, ok := <-lines; ok {
 		t.Errorf("a line after the run ended: %q", l)
+	}
+}
+
+// TestPods: /pods lists the agent's pods as a v1 PodList, for admins only.
+func TestPods(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	ca := newCA(t, clk)
+	cfg := testConfig(t, clk, ca)
+	cfg.Pods = func() []*corev1.Pod {
+		return []*corev1.Pod{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "dns"}},
+		}
+	}
+	s := mustNew(t, cfg)
+	start(t, s)
+	roots := selfSignedRoots(t, cfg.CertDir)
+	admin := client(t, roots, clk, clientCert(t, ca, "alice", []string{auth.MastersGroup}, 0))
+	self := client(t, roots, clk, clientCert(t, ca, auth.NodeUser(nodeName), []string{auth.NodesGroup}, 0))
+
+	r := do(t, admin, "GET", url(s, "/pods"))
+	if r.code != 200 || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /pods: %d %s: %s", r.code, r.header.Get("Content-Type"), r.body)
+	}
+	var list corev1.PodList
+	if err := json.Unmarshal(r.body, &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	if list.Kind != "PodList" || list.APIVersion != "v1" || strings.Join(names, " ") != "default/web kube-system/dns" {
+		t.Errorf("GET /pods = %s %s %v, want a v1 PodList of default/web and kube-system/dns", list.APIVersion, list.Kind, names)
+	}
+	if r := do(t, self, "GET", url(s, "/pods")); r.code != 403 {
+		t.Errorf("the node's own identity: %d, want 403", r.code)
+	}
+	if r := do(t, admin, "POST", url(s, "/pods")); r.code != 405 {
+		t.Errorf("POST /pods: %d, want 405", r.code)
 	}
 }

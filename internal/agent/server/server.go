@@ -9,6 +9,7 @@
 //     credentials.
 //   - GET/HEAD /metrics serves Config.Gatherer in the Prometheus text
 //     exposition format.
+//   - GET/HEAD /pods lists Config.Pods as a v1 PodList.
 //   - GET /containerLogs/<namespace>/<pod>/<container> serves a container's
 //     log from Config.Logs, with the kubelet's follow, previous, tailLines
 //     and limitBytes; timestamps, sinceSeconds and sinceTime are refused
@@ -41,7 +42,7 @@
 //
 // # Not here
 //
-// The kubelet's other endpoints - /pods, /logs, /stats, /exec, /attach,
+// The kubelet's other endpoints - /logs, /stats, /exec, /attach,
 // /portForward and /run - arrive with the container-runtime work. There is no webhook authentication or authorization (the kubelet's
 // --authentication-token-webhook and --authorization-mode=Webhook), so bearer
 // tokens are not accepted. The serving certificate is read once, in New: a
@@ -66,6 +67,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -123,6 +125,8 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Logs finds containers' logs for /containerLogs; nil answers 404.
 	Logs LogSource
+	// Pods lists the pods the agent runs, for /pods; nil lists none.
+	Pods func() []*corev1.Pod
 	// FollowPeriod is how often a followed log is read again; zero means
 	// DefaultFollowPeriod.
 	FollowPeriod time.Duration
@@ -337,6 +341,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasPrefix(path, containerLogsPrefix):
 		s.serveContainerLogs(w, r)
+	case path == podsPath:
+		s.servePods(w, r)
 	case path == metricsPath:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
