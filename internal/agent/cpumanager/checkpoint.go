@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -50,7 +51,7 @@ func (cp checkpoint) checksum() uint64 {
 		b.WriteString("<nil>")
 	} else {
 		b.WriteString("map[")
-		for i, pod := range sortedKeys(cp.Entries) {
+		for i, pod := range slices.Sorted(maps.Keys(cp.Entries)) {
 			if i > 0 {
 				b.WriteByte(' ')
 			}
@@ -62,7 +63,7 @@ func (cp checkpoint) checksum() uint64 {
 				continue
 			}
 			b.WriteString("map[")
-			for j, c := range sortedKeys(cs) {
+			for j, c := range slices.Sorted(maps.Keys(cs)) {
 				if j > 0 {
 					b.WriteByte(' ')
 				}
@@ -78,15 +79,6 @@ func (cp checkpoint) checksum() uint64 {
 	h := fnv.New32a()
 	h.Write([]byte(b.String()))
 	return uint64(h.Sum32())
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Encode returns the checkpoint JSON of s, checksum included, as the

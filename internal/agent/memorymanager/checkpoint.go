@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,7 +188,7 @@ func (d *dumper) entries(e map[string]map[string][]Block) {
 		return
 	}
 	d.b.WriteString("map[")
-	for i, pod := range sortedKeys(e) {
+	for i, pod := range slices.Sorted(maps.Keys(e)) {
 		d.key(i, "string", pod)
 		d.typ("map[string][]state.Block")
 		cs := e[pod]
@@ -195,7 +197,7 @@ func (d *dumper) entries(e map[string]map[string][]Block) {
 			continue
 		}
 		d.b.WriteString("map[")
-		for j, c := range sortedKeys(cs) {
+		for j, c := range slices.Sorted(maps.Keys(cs)) {
 			d.key(j, "string", c)
 			d.typ("[]state.Block")
 			blocks := cs[c]
@@ -223,15 +225,6 @@ func (d *dumper) entries(e map[string]map[string][]Block) {
 		d.b.WriteByte(']')
 	}
 	d.b.WriteByte(']')
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Encode returns the checkpoint JSON of s, checksum included, as the

@@ -2,6 +2,7 @@ package memorymanager
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -113,8 +114,8 @@ func (p *Static) Restore(s State) (State, error) {
 		return s, nil
 	}
 	want := p.initial.Clone()
-	for _, pod := range sortedKeys(s.Assignments) {
-		for _, c := range sortedKeys(s.Assignments[pod]) {
+	for _, pod := range slices.Sorted(maps.Keys(s.Assignments)) {
+		for _, c := range slices.Sorted(maps.Keys(s.Assignments[pod])) {
 			for _, b := range s.Assignments[pod][c] {
 				for _, id := range b.NUMAAffinity {
 					if want[id] == nil {
