@@ -11,9 +11,9 @@ import (
 )
 
 // WorkerHooks is a Manager as the pod worker uses it (pods.Resources):
-// errors are logged, and Sync reports a change of the shared CPU pool, or
-// that Reconcile (cpuManagerReconcilePeriod) passed on Clock since running
-// containers were last brought in line.
+// errors are logged, and Sync reports a change of the shared CPU pool, or,
+// with the static CPU manager, that Reconcile (cpuManagerReconcilePeriod)
+// passed on Clock since running containers were last brought in line.
 type WorkerHooks struct {
 	Manager   *Manager
 	Clock     clock.PassiveClock
@@ -52,7 +52,9 @@ func (p *WorkerHooks) Sync(holding []types.UID) bool {
 	defer p.mu.Unlock()
 	now := p.Clock.Now()
 	g := p.Manager.SharedPoolGeneration()
-	if g == p.generation && now.Sub(p.last) < p.Reconcile {
+	// Only the static CPU manager has cpusets to bring back in line.
+	due := p.Manager.cpu != nil && now.Sub(p.last) >= p.Reconcile
+	if g == p.generation && !due {
 		return false
 	}
 	p.generation, p.last = g, now

@@ -51,3 +51,18 @@ func TestWorkerHooksSync(t *testing.T) {
 		t.Errorf("shared pool = %q after the release, want 0-1", got)
 	}
 }
+
+// TestWorkerHooksSyncNonePolicy: without the static CPU manager there is
+// nothing to reconcile: after the first Sync, time passing is no change.
+func TestWorkerHooksSyncNonePolicy(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m := newManager(t, cm.Config{Topology: fake.UniformTopology(2, 8<<30)})
+	hooks := &cm.WorkerHooks{Manager: m, Clock: clk, Reconcile: 10 * time.Second, Logger: quiet}
+	if !hooks.Sync(nil) {
+		t.Error("the first Sync reports no change")
+	}
+	clk.Step(time.Minute)
+	if hooks.Sync(nil) {
+		t.Error("a Sync a minute later reports a change with the none policy")
+	}
+}
