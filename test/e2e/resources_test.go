@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,8 +265,13 @@ func TestNodeResources(t *testing.T) {
 			t.Fatalf("dev-a's E2E_DEVICES = %q, want two devices from Allocate", first)
 		}
 
-		// A restarted agent keeps the pod and its devices: the next pod
-		// gets the other two.
+		if n := plugin.allocations.Load(); n != 1 {
+			t.Fatalf("Allocate was called %d times for one pod", n)
+		}
+
+		// A restarted agent keeps the pod and its devices, from its
+		// checkpoint: it does not ask the plugin again for dev-a, and the
+		// next pod gets the other two.
 		agent.stop()
 		agent = startAgent(t, c.s, "res-1", root, agentArgs...)
 		c.waitReady(agent, "res-1")
@@ -274,6 +280,12 @@ func TestNodeResources(t *testing.T) {
 		c.waitPod("dev-b", "Running", running)
 		if got := c.process(c.tag + "-dev-a"); got != pid {
 			t.Errorf("dev-a's process is %d after the restart, want %d still", got, pid)
+		}
+		if n := plugin.allocations.Load(); n != 2 {
+			t.Errorf("Allocate was called %d times in all, want 2 (dev-a before the restart, dev-b after)", n)
+		}
+		if log := agent.stderr.String(); strings.Contains(log, "could not be restored") {
+			t.Errorf("the restarted agent did not restore dev-a's resources:\n%s", tail(log, 10))
 		}
 		second := environ(t, c.process(c.tag+"-dev-b"))["E2E_DEVICES"]
 		all := append(strings.Split(first, ","), strings.Split(second, ",")...)
@@ -342,6 +354,8 @@ type devicePlugin struct {
 	pluginapi.UnimplementedDevicePluginServer
 	dir, socket, resource string
 	devices               map[string]int64
+	// allocations counts the containers Allocate was asked for.
+	allocations atomic.Int64
 }
 
 func startDevicePlugin(t *testing.T, agentRoot, resource string, devices map[string]int64) *devicePlugin {
@@ -400,6 +414,7 @@ func (p *devicePlugin) ListAndWatch(_ *pluginapi.Empty, s grpc.ServerStreamingSe
 func (p *devicePlugin) Allocate(_ context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range r.ContainerRequests {
+		p.allocations.Add(1)
 		ids := slices.Sorted(slices.Values(cr.DevicesIds))
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
 			Envs: map[string]string{"E2E_DEVICES": strings.Join(ids, ",")},
@@ -492,8 +507,8 @@ func TestSwap(t *testing.T) {
 		t.Errorf("kubectl says swap capacity %q, want %d", out.Stdout, swapTotal)
 	}
 
-	if got := agentMetrics(t, c.s, node, agentRoot)["node_swap_usage_bytes"]; got < 0 || got > float64(swapTotal) {
-		t.Errorf("node_swap_usage_bytes = %v, want between 0 and %d", got, swapTotal)
+	if got, ok := agentMetrics(t, c.s, node, agentRoot)["node_swap_usage_bytes"]; !ok || got < 0 || got > float64(swapTotal) {
+		t.Errorf("node_swap_usage_bytes = %v (present %v), want between 0 and %d", got, ok, swapTotal)
 	}
 
 	c.apply(podYAML("burstable", c.tag+"-burstable", "Always", "{requests: {memory: 64Mi}, limits: {memory: 128Mi}}", "sleep", "3600"))
