@@ -128,8 +128,9 @@ type subresource struct {
 // subresources are k's: status, a namespace's finalize, scale (an
 // autoscaling/v1 Scale), pods' binding and eviction, which only take a
 // POST of their own kind (kubectl drain finds eviction, policy/v1, through
-// discovery), and pods' log, which only takes a GET and which upstream
-// lists as of kind Pod.
+// discovery), pods' log, which only takes a GET and which upstream
+// lists as of kind Pod, pods' exec, attach and portforward, and nodes'
+// proxy.
 func subresources(k *registry.Kind) []subresource {
 	own := k.GroupVersion.WithKind(k.Kind)
 	core := k.GroupVersion.Group == ""
@@ -147,7 +148,13 @@ func subresources(k *registry.Kind) []subresource {
 		subs = append(subs,
 			subresource{subBinding, corev1.SchemeGroupVersion.WithKind("Binding"), createVerb},
 			subresource{subEviction, policyv1.SchemeGroupVersion.WithKind("Eviction"), createVerb},
-			subresource{subLog, own, getVerb})
+			subresource{subLog, own, getVerb},
+			subresource{subExec, corev1.SchemeGroupVersion.WithKind("PodExecOptions"), connectVerbs},
+			subresource{subAttach, corev1.SchemeGroupVersion.WithKind("PodAttachOptions"), connectVerbs},
+			subresource{subPortForward, corev1.SchemeGroupVersion.WithKind("PodPortForwardOptions"), connectVerbs})
+	}
+	if k.Resource == "nodes" && core {
+		subs = append(subs, subresource{subProxy, corev1.SchemeGroupVersion.WithKind("NodeProxyOptions"), proxyVerbs})
 	}
 	return subs
 }
@@ -155,6 +162,10 @@ func subresources(k *registry.Kind) []subresource {
 var (
 	createVerb = []string{"create"}
 	getVerb    = []string{"get"}
+	// connectVerbs are a connect subresource's: a POST or a GET (WebSocket
+	// clients can only GET).
+	connectVerbs = []string{"create", "get"}
+	proxyVerbs   = []string{"create", "delete", "get", "patch", "update"}
 )
 
 // writeDiscoveryV2 writes the aggregated discovery document of the legacy

@@ -49,6 +49,18 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, a auth.At
 		}
 		return
 	}
+	if isPodConnect(st, a) {
+		if err := s.servePodConnect(w, r, st, namespace, a); err != nil {
+			writeError(w, err)
+		}
+		return
+	}
+	if isNodeProxy(st, a) {
+		if err := s.serveNodeProxy(w, r, a); err != nil {
+			writeError(w, err)
+		}
+		return
+	}
 	switch a.Subresource {
 	case "":
 	case "status":

@@ -45,7 +45,8 @@ func newRequestMetrics(reg prometheus.Registerer) (*requestMetrics, error) {
 
 // metricVerb is the verb label upstream reports: the HTTP method in upper
 // case, except LIST and WATCH for reads of collections, APPLY for
-// server-side apply, and CONNECT for reading pods/log (upstream's
+// server-side apply, and CONNECT for reading pods/log and for exec, attach, portforward and
+// nodes/proxy (upstream's
 // OverrideMetricsVerb).
 func metricVerb(r *http.Request, a auth.Attributes) string {
 	switch a.Verb {
@@ -55,6 +56,10 @@ func metricVerb(r *http.Request, a auth.Attributes) string {
 		return "WATCH"
 	}
 	if r.Method == http.MethodGet && a.APIGroup == "" && a.Resource == "pods" && a.Subresource == subLog {
+		return "CONNECT"
+	}
+	if a.APIGroup == "" && ((a.Resource == "pods" && (a.Subresource == subExec || a.Subresource == subAttach || a.Subresource == subPortForward)) ||
+		(a.Resource == "nodes" && a.Subresource == subProxy)) {
 		return "CONNECT"
 	}
 	if r.Method == http.MethodPatch && r.Header.Get("Content-Type") == "application/apply-patch+yaml" {

@@ -407,7 +407,7 @@ func logContainer(pod *corev1.Pod, name string) (string, error) {
 func agentAddress(node *corev1.Node) (string, error) {
 	port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
 	if port <= 0 || port > 65535 {
-		return "", apierrors.NewServiceUnavailable(fmt.Sprintf("node %q reports no agent port (status.daemonEndpoints.kubeletEndpoint.port is %d), so its logs cannot be read; has its agent started?", node.Name, port))
+		return "", apierrors.NewServiceUnavailable(fmt.Sprintf("node %q reports no agent port (status.daemonEndpoints.kubeletEndpoint.port is %d), so its agent cannot be reached; has its agent started?", node.Name, port))
 	}
 	host := ""
 	for _, a := range node.Status.Addresses {
@@ -425,7 +425,7 @@ func agentAddress(node *corev1.Node) (string, error) {
 		}
 	}
 	if host == "" {
-		return "", apierrors.NewServiceUnavailable(fmt.Sprintf("node %q reports no address (status.addresses is empty), so its logs cannot be read; has its agent started?", node.Name))
+		return "", apierrors.NewServiceUnavailable(fmt.Sprintf("node %q reports no address (status.addresses is empty), so its agent cannot be reached; has its agent started?", node.Name))
 	}
 	if net.ParseIP(host) == nil && len(validation.IsDNS1123Subdomain(host)) > 0 {
 		return "", apierrors.NewServiceUnavailable(fmt.Sprintf("node %q reports address %q, which is neither an IP address nor a DNS name", node.Name, host))

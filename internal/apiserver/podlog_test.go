@@ -304,9 +304,9 @@ func TestPodLog(t *testing.T) {
 		{name: "no such node", path: pods + "on-ghost/log", code: 404, reason: metav1.StatusReasonNotFound,
 			body: `nodes "ghost" not found`},
 		{name: "node without an agent port", path: pods + "on-silent/log", code: 503, reason: metav1.StatusReasonServiceUnavailable,
-			body: `node "silent" reports no agent port (status.daemonEndpoints.kubeletEndpoint.port is 0), so its logs cannot be read; has its agent started?`},
+			body: `node "silent" reports no agent port (status.daemonEndpoints.kubeletEndpoint.port is 0), so its agent cannot be reached; has its agent started?`},
 		{name: "node without an address", path: pods + "on-nowhere/log", code: 503, reason: metav1.StatusReasonServiceUnavailable,
-			body: `node "nowhere" reports no address (status.addresses is empty), so its logs cannot be read; has its agent started?`},
+			body: `node "nowhere" reports no address (status.addresses is empty), so its agent cannot be reached; has its agent started?`},
 
 		// Every bad parameter: a value that breaks a rule is upstream's
 		// 422 Invalid PodLogOptions, one that does not parse a 400.
