@@ -58,6 +58,8 @@ type Options struct {
 	StorageDir     string
 	// Resources are the flags of swap, cgroups and the resource managers.
 	Resources ResourceOptions
+	// Runtime are the flags of the container runtime and pod network.
+	Runtime RuntimeOptions
 }
 
 // DefaultRootDir is where the agent keeps its state by default.
@@ -89,6 +91,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.BuiltinStorage, "builtin-storage", true, "run the node side of the built-in CSI driver when --storage-dir exists")
 	fs.StringVar(&o.StorageDir, "storage-dir", DefaultStorageDir, "data directory of the built-in CSI driver, the same the server uses (this machine, or a shared mount); the node side runs only when it exists")
 	o.Resources.addFlags(fs)
+	o.Runtime.addFlags(fs)
 	fs.DurationVar(&o.ShutdownStatusReserve, "shutdown-status-reserve", 2*time.Second, "time kept, after the last priority group, for the pods' final statuses to reach the API server before the shutdown lock is released; asked of logind on top of the groups")
 }
 
@@ -126,6 +129,8 @@ type Settings struct {
 	// Resources are swap, cgroups and the CPU, memory and topology
 	// managers.
 	Resources ResourceSettings
+	// Runtime is the container runtime, its pod network and streaming.
+	Runtime RuntimeSettings
 }
 
 // Complete reads the config file, applies the flags that fs says were set,
@@ -223,6 +228,9 @@ func (o *Options) Complete(fs *pflag.FlagSet) (Settings, error) {
 	var resErrs []error
 	s.Resources, resErrs = o.Resources.completeResources(fs, file, s.KubeReserved, s.SystemReserved)
 	errs = append(errs, resErrs...)
+	var rtErrs []error
+	s.Runtime, rtErrs = o.Runtime.completeRuntime(fs, file, s.RootDir)
+	errs = append(errs, rtErrs...)
 	s.KubeReserved, s.SystemReserved = reserveCPUs(s.Resources.CPUManager.ReservedSystemCPUs, s.KubeReserved, s.SystemReserved)
 	if file.EvictionHard != nil {
 		if s.EvictionHard, err = nodestatus.ThresholdsFromMap(file.EvictionHard); err != nil {

@@ -181,6 +181,13 @@ func defaults() options.Settings {
 			TopologyManagerPolicy:     "none",
 			TopologyManagerScope:      "container",
 		},
+		Runtime: options.RuntimeSettings{
+			PodLogsDir:                     options.DefaultRootDir + "/pod-logs",
+			CNIConfDir:                     "/etc/cni/net.d",
+			CNIBridge:                      "cni0",
+			StreamingConnectionIdleTimeout: 4 * time.Hour,
+			RuntimeRequestTimeout:          2 * time.Minute,
+		},
 	}
 }
 
@@ -245,6 +252,7 @@ func TestCompleteConfigFileAndFlags(t *testing.T) {
 				s.RegisterWithTaints = []corev1.Taint{{Key: "only", Value: "flag", Effect: corev1.TaintEffectPreferNoSchedule}}
 				s.NodeStatusUpdateFrequency = 7 * time.Second
 				s.RootDir = "/tmp/agent-2"
+				s.Runtime.PodLogsDir = "/tmp/agent-2/pod-logs"
 				s.HostnameOverride = "Node-2"
 				s.Port, s.Address, s.ClientCAFile = 0, "127.0.0.1", "/flag/ca.crt"
 				s.LogindDropInDir, s.ShutdownStatusReserve = "/tmp/logind.conf.d", 5*time.Second
