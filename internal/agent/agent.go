@@ -104,6 +104,14 @@ type Config struct {
 	// ShutdownStatus, when set, is asked on every status pass; an error
 	// (the node is shutting down) turns Ready False with its message.
 	ShutdownStatus func() error
+	// RuntimeStatus, when set, is asked on every status pass for what
+	// keeps the container runtime or the pod network from running pods
+	// (the kubelet's runtime and network readiness); any error turns Ready
+	// False with its message, ahead of ShutdownStatus's.
+	RuntimeStatus func() []error
+	// Images, when set, gives the node's container images on every status
+	// pass, for status.images (already sorted and capped by the caller).
+	Images func() []corev1.ContainerImage
 	// PodAdmit, when set, is asked about every new pod before the
 	// worker's own admission (see pods.Config.Admit).
 	PodAdmit func(*corev1.Pod) *pods.Rejection
@@ -528,7 +536,7 @@ func reconcileExisting(initial, existing *corev1.Node) bool {
 // computeStatus runs every status setter on node. A setter that fails
 // leaves its fields as they were; the others still run.
 func (a *Agent) computeStatus(node *corev1.Node, now time.Time) error {
-	return a.applySetters(node, a.snapshot(), now)
+	return a.applySetters(node, a.snapshot(), a.readyErrors(), a.images(), now)
 }
 
 // snapshot reads the machine facts the setters work from.
@@ -540,8 +548,11 @@ func (a *Agent) snapshot() host.Facts {
 	return facts
 }
 
-func (a *Agent) applySetters(node *corev1.Node, facts host.Facts, now time.Time) error {
-	err := nodestatus.Apply(a.setters, node, nodestatus.Facts{Host: facts, ReadyErrors: a.readyErrors()}, now)
+func (a *Agent) applySetters(node *corev1.Node, facts host.Facts, readyErrs []error, images []corev1.ContainerImage, now time.Time) error {
+	err := nodestatus.Apply(a.setters, node, nodestatus.Facts{Host: facts, ReadyErrors: readyErrs}, now)
+	if a.cfg.Images != nil {
+		node.Status.Images = images
+	}
 	if a.cfg.Volumes != nil {
 		node.Status.VolumesInUse = a.volumesInUse()
 	}
@@ -593,13 +604,47 @@ func workerVolumes(v Volumes) pods.Volumes {
 
 // readyErrors are the agent's own reasons not to be Ready.
 func (a *Agent) readyErrors() []error {
-	if a.cfg.ShutdownStatus == nil {
+	var errs []error
+	if a.cfg.RuntimeStatus != nil {
+		for _, err := range a.cfg.RuntimeStatus() {
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if a.cfg.ShutdownStatus != nil {
+		if err := a.cfg.ShutdownStatus(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// readyKey is the messages of errs, for quietPass.
+func readyKey(errs []error) string {
+	var b strings.Builder
+	for _, err := range errs {
+		b.WriteString(err.Error())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// images is the node's images when Config.Images is set.
+func (a *Agent) images() []corev1.ContainerImage {
+	if a.cfg.Images == nil {
 		return nil
 	}
-	if err := a.cfg.ShutdownStatus(); err != nil {
-		return []error{err}
+	return a.cfg.Images()
+}
+
+// imagesKey joins images' names and sizes for quietPass.
+func imagesKey(images []corev1.ContainerImage) string {
+	var b strings.Builder
+	for _, img := range images {
+		fmt.Fprintf(&b, "%s %d\n", strings.Join(img.Names, ","), img.SizeBytes)
 	}
-	return nil
+	return b.String()
 }
 
 // quietPass is what the last status pass started from when it found
@@ -613,8 +658,10 @@ func (a *Agent) readyErrors() []error {
 type quietPass struct {
 	resourceVersion string
 	facts           host.Facts
-	// shuttingDown is whether the node was shutting down (ShutdownStatus).
-	shuttingDown bool
+	// notReady is what kept the node from running pods (readyKey).
+	notReady string
+	// images is the node's images (imagesKey).
+	images string
 	// inUse is the volumes in use, joined.
 	inUse string
 	// devices is the device plugins' resources (devicesKey).
@@ -623,8 +670,9 @@ type quietPass struct {
 
 // holds reports whether a pass from node and facts would find nothing to
 // post, as the remembered one did.
-func (q quietPass) holds(node *corev1.Node, facts host.Facts, shuttingDown bool, inUse, devices string) bool {
-	return q.resourceVersion != "" && q.resourceVersion == node.ResourceVersion && q.facts.Equal(facts) && q.shuttingDown == shuttingDown && q.inUse == inUse && q.devices == devices
+func (q quietPass) holds(node *corev1.Node, facts host.Facts, notReady, inUse, devices, images string) bool {
+	return q.resourceVersion != "" && q.resourceVersion == node.ResourceVersion && q.facts.Equal(facts) &&
+		q.notReady == notReady && q.inUse == inUse && q.devices == devices && q.images == images
 }
 
 // inUseKey joins names for quietPass.
@@ -680,13 +728,16 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 		return fmt.Errorf("error getting node %q: %w", a.cfg.NodeName, err)
 	}
 	facts := a.snapshot()
-	shuttingDown := len(a.readyErrors()) > 0
+	readyErrs := a.readyErrors()
+	notReady := readyKey(readyErrs)
+	images := a.images()
+	imageKey := imagesKey(images)
 	if a.cfg.Volumes != nil {
 		a.cfg.Volumes.ReportedInUse(node.Status.VolumesInUse)
 	}
 	inUse := inUseKey(a.volumesInUse())
 	devices := a.devicesKey()
-	if a.quiet.holds(node, facts, shuttingDown, inUse, devices) && !a.schedule.Due(false, now) {
+	if a.quiet.holds(node, facts, notReady, inUse, devices, imageKey) && !a.schedule.Due(false, now) {
 		a.mu.Lock()
 		a.stats.QuietPasses++
 		a.mu.Unlock()
@@ -694,7 +745,7 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	}
 	a.quiet = quietPass{}
 	updated := statusCopy(node)
-	setErr := a.applySetters(updated, facts, now)
+	setErr := a.applySetters(updated, facts, readyErrs, images, now)
 	if setErr != nil {
 		// As the kubelet: post what could be computed.
 		a.log.Warn("failed to set some node status fields", "err", setErr)
@@ -702,7 +753,7 @@ func (a *Agent) trySyncStatus(ctx context.Context, try int) error {
 	changed := statusreport.Changed(&node.Status, &updated.Status)
 	if !a.schedule.Due(changed, now) {
 		if !changed && setErr == nil {
-			a.quiet = quietPass{resourceVersion: node.ResourceVersion, facts: facts, shuttingDown: shuttingDown, inUse: inUse, devices: devices}
+			a.quiet = quietPass{resourceVersion: node.ResourceVersion, facts: facts, notReady: notReady, inUse: inUse, devices: devices, images: imageKey}
 		}
 		return nil
 	}

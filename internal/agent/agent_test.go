@@ -1214,3 +1214,70 @@ func TestSyncStatusReportsDevices(t *testing.T) {
 		t.Errorf("after a device turned unhealthy: capacity %s, allocatable %s; want 4 and 3", gotCap, gotAlloc)
 	}
 }
+
+// The runtime's readiness and its images reach the Node, and a quiet pass
+// notices when either changes.
+func TestSyncStatusReportsRuntime(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	clk := testingclock.NewFakeClock(t0)
+	h := machine("node-1", node1IP)
+	var mu sync.Mutex
+	var notReady []error
+	images := []corev1.ContainerImage{{Names: []string{"127.0.0.1:5000/busybox:latest"}, SizeBytes: 1 << 20}}
+	a := newAgent(t, c, node1Token, "node-1", h, clk, func(cfg *agent.Config) {
+		cfg.RuntimeStatus = func() []error {
+			mu.Lock()
+			defer mu.Unlock()
+			return notReady
+		}
+		cfg.Images = func() []corev1.ContainerImage {
+			mu.Lock()
+			defer mu.Unlock()
+			return images
+		}
+	})
+	if done, err := a.TryRegister(ctx); !done || err != nil {
+		t.Fatalf("TryRegister = %v, %v", done, err)
+	}
+	sync := func() *corev1.Node {
+		t.Helper()
+		if err := a.SyncStatus(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.admin.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	ready := func(n *corev1.Node) corev1.NodeCondition {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond
+			}
+		}
+		t.Fatal("no Ready condition")
+		return corev1.NodeCondition{}
+	}
+	n := sync()
+	if r := ready(n); r.Status != corev1.ConditionTrue {
+		t.Errorf("Ready = %s %q, want True", r.Status, r.Message)
+	}
+	if len(n.Status.Images) != 1 || n.Status.Images[0].Names[0] != "127.0.0.1:5000/busybox:latest" {
+		t.Errorf("images = %+v", n.Status.Images)
+	}
+	sync() // a quiet pass
+	mu.Lock()
+	notReady = []error{errors.New("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized")}
+	images = append(images, corev1.ContainerImage{Names: []string{"127.0.0.1:5000/web:1"}, SizeBytes: 2 << 20})
+	mu.Unlock()
+	clk.Step(time.Second)
+	n = sync()
+	if r := ready(n); r.Status != corev1.ConditionFalse || !strings.Contains(r.Message, "cni plugin not initialized") {
+		t.Errorf("Ready = %s %q, want False naming the network", r.Status, r.Message)
+	}
+	if len(n.Status.Images) != 2 {
+		t.Errorf("images after a pull = %+v", n.Status.Images)
+	}
+}
