@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
@@ -265,4 +266,47 @@ func (p *pty) close() {
 	if p.slave != nil {
 		p.slave.Close()
 	}
+}
+
+var _ runtime.ContainerKiller = (*Runtime)(nil)
+
+// KillContainer implements runtime.ContainerKiller: SIGTERM to the
+// container's process group now, SIGKILL to it (and its cgroup) when grace
+// has passed on the injected clock; the Plan then restarts it as after any
+// exit.
+func (r *Runtime) KillContainer(_ context.Context, uid types.UID, container string, grace time.Duration, reason, message string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return fmt.Errorf("killing container %s of pod %s: %w", container, uid, runtime.ErrPodNotFound)
+	}
+	for i := 0; i < p.plan.Len(); i++ {
+		c, _ := p.plan.Container(i)
+		if c.Name != container {
+			continue
+		}
+		pr := p.procs[i]
+		if pr == nil {
+			return nil
+		}
+		pr.killReason, pr.killMessage = reason, message
+		if grace <= 0 {
+			r.killGroup(pr)
+			return nil
+		}
+		_ = syscall.Kill(-pr.pid, syscall.SIGTERM)
+		timer := r.cfg.Clock.NewTimer(grace)
+		go func() {
+			defer timer.Stop()
+			<-timer.C()
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if p.procs[i] == pr {
+				r.killGroup(pr)
+			}
+		}()
+		return nil
+	}
+	return fmt.Errorf("killing container %s of pod %s: the pod has no such container", container, uid)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -150,3 +151,56 @@ func TestPortForward(t *testing.T) {
 		t.Errorf("a closed port: %v", err)
 	}
 }
+
+// KillContainer ends the current run, which the restart policy restarts;
+// the given reason stands in for the exit's own. A run that ignores
+// SIGTERM is killed once grace has passed on the clock.
+func TestKillContainer(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	r := newRuntime(t, clk, "")
+	fifo, ready := readyFifo(t, t.TempDir())
+	pod := shPod("kill", corev1.RestartPolicyAlways, "trap '' TERM; [ -p "+fifo+" ] && echo > "+fifo+"; rm -f "+fifo+"; sleep 600")
+	ctx := context.Background()
+	if err := r.StartPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	ready()
+	if err := r.KillContainer(ctx, pod.UID, "main", 30*time.Second, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	// SIGTERM is ignored: the run goes on until grace has passed.
+	st, _ := r.PodStatus(pod.UID)
+	if st.Containers[0].State.Running == nil {
+		t.Fatalf("the run ended before grace: %+v", st.Containers[0])
+	}
+	for !clk.HasWaiters() {
+		runtimeGosched()
+	}
+	clk.Step(30 * time.Second)
+	c := waitFor(t, r, pod.UID, "a restart", func(c runtime.ContainerStatus) bool { return c.RestartCount == 1 && c.State.Running != nil })
+	if last := c.LastTerminationState.Terminated; last == nil || last.ExitCode != 137 || last.Reason != runtime.ReasonError {
+		t.Errorf("last termination %+v, want 137 Error", last)
+	}
+	if err := r.KillContainer(ctx, pod.UID, "main", 0, "Probed", "failed liveness"); err != nil {
+		t.Fatal(err)
+	}
+	// The second restart waits out the back-off on the fake clock.
+	c = waitFor(t, r, pod.UID, "the second end", func(c runtime.ContainerStatus) bool {
+		return c.LastTerminationState.Terminated != nil && c.LastTerminationState.Terminated.Reason == "Probed" || c.State.Terminated != nil && c.State.Terminated.Reason == "Probed"
+	})
+	end := c.LastTerminationState.Terminated
+	if end == nil || end.Reason != "Probed" {
+		end = c.State.Terminated
+	}
+	if end.ExitCode != 137 || end.Message != "failed liveness" {
+		t.Errorf("end %+v, want 137 Probed \"failed liveness\"", end)
+	}
+	if err := r.KillContainer(ctx, pod.UID, "nope", 0, "", ""); err == nil {
+		t.Error("killing a container the pod lacks succeeded")
+	}
+	if err := r.KillContainer(ctx, "ghost", "main", 0, "", ""); !errors.Is(err, runtime.ErrPodNotFound) {
+		t.Errorf("killing in an unknown pod: %v", err)
+	}
+}
+
+func runtimeGosched() { goruntime.Gosched() }

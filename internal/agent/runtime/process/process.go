@@ -109,6 +109,10 @@ type proc struct {
 	pid int // also its process group
 	// cgroup is the run's cgroup, a Layout path; "" for none.
 	cgroup string
+	// killReason and killMessage, once KillContainer asked for this run's
+	// end, are what its exit reports; killReason "" keeps the exit's own
+	// reason. Guarded by Runtime.mu.
+	killReason, killMessage string
 }
 
 // New builds the runtime. It adopts the pods a previous Runtime left under
@@ -404,7 +408,13 @@ func (r *Runtime) wait(p *pod, i int, ex *exec.Cmd, pr *proc) {
 	case code == 0:
 		reason = runtime.ReasonCompleted
 	}
-	r.exited(p, i, pr, code, reason, "")
+	r.mu.Lock()
+	message := pr.killMessage
+	if pr.killReason != "" {
+		reason = pr.killReason
+	}
+	r.mu.Unlock()
+	r.exited(p, i, pr, code, reason, message)
 }
 
 // killGroup kills a container's processes (what is left of them once its
