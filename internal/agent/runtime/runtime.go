@@ -64,6 +64,21 @@ type Runtime interface {
 	Changes() <-chan struct{}
 }
 
+// ContainerKiller is implemented by runtimes that can end one container's
+// current run (a liveness probe failure): the run ends as if it exited
+// (reason and message given), and the Plan restarts it per restart policy
+// and back-off.
+//
+// KillContainer asks the container to stop at once and kills it when grace
+// has passed (grace <= 0 kills at once); it returns without waiting. The
+// run is reported Terminated with the given reason and message (and the
+// exit code the runtime saw). A container that does not run is left as it
+// is. It returns ErrPodNotFound for an unknown pod, and an error for a
+// container name the pod does not have.
+type ContainerKiller interface {
+	KillContainer(ctx context.Context, uid types.UID, container string, grace time.Duration, reason, message string) error
+}
+
 // PodStatus is what a runtime knows of one pod.
 type PodStatus struct {
 	UID       types.UID
@@ -74,6 +89,10 @@ type PodStatus struct {
 	Containers     []ContainerStatus
 	// Stopping is true once StopPod was called.
 	Stopping bool
+	// IPs are the pod's addresses as its sandbox reports them, primary
+	// first; empty for a runtime whose pods share the host's network (and
+	// for a host-network pod), and before the sandbox exists.
+	IPs []string
 }
 
 // Running reports whether any container is running.
@@ -107,7 +126,21 @@ type ContainerStatus struct {
 	// runtime keeps none. PreviousLogPath is the run before's, empty when
 	// there was none or it is gone.
 	LogPath, PreviousLogPath string
+	// LogFormat is how LogPath and PreviousLogPath are written: LogFormatRaw
+	// or LogFormatCRI.
+	LogFormat string
 }
+
+// Log file formats (ContainerStatus.LogFormat).
+const (
+	// LogFormatRaw: the output as the container wrote it, stdout and stderr
+	// together (the process runtime's files).
+	LogFormatRaw = ""
+	// LogFormatCRI: the CRI's log lines, "<RFC3339Nano time> <stdout|stderr>
+	// <F|P> <text>", where P marks a partial line continued by the next one
+	// and F a full one (what the kubelet reads from a CRI runtime).
+	LogFormatCRI = "cri"
+)
 
 // Container state reasons runtimes report; the strings are upstream's.
 const (
