@@ -112,6 +112,11 @@ type Config struct {
 	// Images, when set, gives the node's container images on every status
 	// pass, for status.images (already sorted and capped by the caller).
 	Images func() []corev1.ContainerImage
+	// PodNetwork says Runtime gives each pod a network of its own
+	// (pods.Config.PodNetwork).
+	PodNetwork bool
+	// Probes, when set, runs the containers' probes (pods.Config.Probes).
+	Probes pods.Probes
 	// PodAdmit, when set, is asked about every new pod before the
 	// worker's own admission (see pods.Config.Admit).
 	PodAdmit func(*corev1.Pod) *pods.Rejection
@@ -256,7 +261,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Runtime != nil {
 		// The worker reads the Node through a.nodes, which Run may fill
 		// only later: the lister below looks it up at each call.
-		worker, err := pods.New(pods.Config{Client: cfg.Client, NodeName: cfg.NodeName, Nodes: agentNodes{a}, Runtime: cfg.Runtime, Clock: cfg.Clock, Admit: cfg.PodAdmit, Resources: cfg.PodResources, Volumes: workerVolumes(cfg.Volumes), Logger: a.log})
+		worker, err := pods.New(pods.Config{
+			Client: cfg.Client, NodeName: cfg.NodeName, Nodes: agentNodes{a}, Runtime: cfg.Runtime, Clock: cfg.Clock,
+			Admit: cfg.PodAdmit, Resources: cfg.PodResources, Volumes: workerVolumes(cfg.Volumes),
+			PodNetwork: cfg.PodNetwork, Probes: cfg.Probes, Logger: a.log,
+		})
 		if err != nil {
 			return nil, err
 		}

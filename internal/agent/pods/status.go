@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"knode/internal/agent/runtime"
@@ -34,12 +35,44 @@ var kubeletConditions = []corev1.PodConditionType{
 	PodReadyToStartContainers, corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled,
 }
 
+// View is what BuildStatus reads besides the pod and the runtime's status.
+type View struct {
+	// HostIPs are the node's addresses, primary first.
+	HostIPs []string
+	// PodNetwork says the runtime gives pods networks of their own: a pod's
+	// IPs are its sandbox's (runtime.PodStatus.IPs), except for hostNetwork
+	// pods. Without it every pod shares the host's network and addresses.
+	PodNetwork bool
+	// Probes gives a running container's started and ready from its
+	// probes; nil means no probes run: a running container is both.
+	Probes func(uid types.UID, container string) (started, ready bool)
+}
+
+// podIPs are the pod's addresses: its sandbox's with a pod network (the
+// ones last reported while the sandbox has none yet, or none any more),
+// the host's otherwise.
+func (v View) podIPs(pod *corev1.Pod, rs runtime.PodStatus) []string {
+	if !v.PodNetwork || pod.Spec.HostNetwork {
+		return v.HostIPs
+	}
+	if len(rs.IPs) > 0 {
+		return rs.IPs
+	}
+	var old []string
+	for _, ip := range pod.Status.PodIPs {
+		old = append(old, ip.IP)
+	}
+	if len(old) == 0 && pod.Status.PodIP != "" {
+		old = []string{pod.Status.PodIP}
+	}
+	return old
+}
+
 // BuildStatus is pod's API status from the runtime's view rs at now, on a
-// node with hostIPs (pod IPs are the host's: pods share its network).
-// terminal says the pod is done here (deleted and stopped): the phase is
-// then Succeeded or Failed, and containers still waiting are reported
-// terminated.
-func BuildStatus(pod *corev1.Pod, rs runtime.PodStatus, hostIPs []string, terminal bool, now time.Time) corev1.PodStatus {
+// node seen as v. terminal says the pod is done here (deleted and
+// stopped): the phase is then Succeeded or Failed, and containers still
+// waiting are reported terminated.
+func BuildStatus(pod *corev1.Pod, rs runtime.PodStatus, v View, terminal bool, now time.Time) corev1.PodStatus {
 	old := &pod.Status
 	st := corev1.PodStatus{
 		QOSClass:          old.QOSClass,
@@ -49,15 +82,20 @@ func BuildStatus(pod *corev1.Pod, rs runtime.PodStatus, hostIPs []string, termin
 	if st.StartTime == nil {
 		st.StartTime = ptr.To(metav1.NewTime(now))
 	}
-	if len(hostIPs) > 0 {
-		st.HostIP, st.PodIP = hostIPs[0], hostIPs[0]
-		for _, ip := range hostIPs {
-			st.HostIPs = append(st.HostIPs, corev1.HostIP{IP: ip})
-			st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: ip})
+	for i, ip := range v.HostIPs {
+		if i == 0 {
+			st.HostIP = ip
 		}
+		st.HostIPs = append(st.HostIPs, corev1.HostIP{IP: ip})
 	}
-	st.InitContainerStatuses = containerStatuses(pod.Spec.InitContainers, rs.InitContainers, terminal)
-	st.ContainerStatuses = containerStatuses(pod.Spec.Containers, rs.Containers, terminal)
+	for i, ip := range v.podIPs(pod, rs) {
+		if i == 0 {
+			st.PodIP = ip
+		}
+		st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: ip})
+	}
+	st.InitContainerStatuses = containerStatuses(pod.UID, pod.Spec.InitContainers, rs.InitContainers, v.Probes, terminal)
+	st.ContainerStatuses = containerStatuses(pod.UID, pod.Spec.Containers, rs.Containers, v.Probes, terminal)
 	st.Phase = Phase(&pod.Spec, st.InitContainerStatuses, st.ContainerStatuses, terminal)
 
 	var conds []corev1.PodCondition
@@ -115,7 +153,7 @@ func transitionTime(old []corev1.PodCondition, c corev1.PodCondition, now time.T
 
 // containerStatuses pairs the spec's containers with the runtime's; a
 // container the runtime does not report is waiting to be created.
-func containerStatuses(specs []corev1.Container, have []runtime.ContainerStatus, terminal bool) []corev1.ContainerStatus {
+func containerStatuses(uid types.UID, specs []corev1.Container, have []runtime.ContainerStatus, probes func(types.UID, string) (bool, bool), terminal bool) []corev1.ContainerStatus {
 	if len(specs) == 0 {
 		return nil
 	}
@@ -150,9 +188,12 @@ func containerStatuses(specs []corev1.Container, have []runtime.ContainerStatus,
 			}
 		}
 		running := cs.State.Running != nil
-		cs.Started = ptr.To(running)
-		// Probes are not run: a running container is ready.
-		cs.Ready = running
+		started, ready := running, running
+		if running && probes != nil {
+			started, ready = probes(uid, spec.Name)
+		}
+		cs.Started = ptr.To(started)
+		cs.Ready = ready
 		out = append(out, cs)
 	}
 	return out

@@ -134,7 +134,7 @@ func (w *Worker) syncTerminating(ctx context.Context, ps *pass, pod *corev1.Pod,
 			return err
 		}
 		if !rs.Stopped() {
-			return w.writeStatus(ctx, pod, BuildStatus(pod, rs, ps.hostIPs, false, ps.now))
+			return w.writeStatus(ctx, pod, BuildStatus(pod, rs, w.view(ps), false, ps.now))
 		}
 	}
 	now := w.cfg.Clock.Now()
@@ -143,7 +143,7 @@ func (w *Worker) syncTerminating(ctx context.Context, ps *pass, pod *corev1.Pod,
 		t.Stopped = now
 	}
 	w.mu.Unlock()
-	st := BuildStatus(pod, rs, ps.hostIPs, true, ps.now)
+	st := BuildStatus(pod, rs, w.view(ps), true, ps.now)
 	// final decides the phase from the one the pod had when it was
 	// stopped, not from how its containers ended.
 	st.Phase = pod.Status.Phase

@@ -30,9 +30,13 @@
 // passes read the pods (and, given Config.Nodes, the Node) from there
 // rather than from the server.
 //
-// Pods share the host network: status.podIP(s) are the node's address(es)
-// (its first InternalIP, else ExternalIP, per family). Probes are not run,
-// so a running container is ready.
+// With Config.PodNetwork, status.podIP(s) are the pod sandbox's (a
+// hostNetwork pod's are the node's); without it pods share the host
+// network and status.podIP(s) are the node's address(es) (its first
+// InternalIP, else ExternalIP, per family). With Config.Probes, a
+// container is started and ready as its probes say, and a run whose
+// liveness or startup probe failed is killed (the runtime restarts it per
+// the restart policy); without, a running container is started and ready.
 //
 // The caller builds the Runtime and passes the node's allocatable (or
 // leaves it to be read from the Node). The worker does not register the
@@ -63,6 +67,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"knode/internal/agent/prober"
 	"knode/internal/agent/runtime"
 )
 
@@ -116,6 +121,16 @@ type Config struct {
 	// both once the pod's containers are gone. nil: pods get no cgroups of
 	// the agent's and no exclusive resources.
 	Resources Resources
+	// PodNetwork says the runtime gives each pod a network of its own (a
+	// CRI runtime with CNI): status.podIP(s) are then the sandbox's. false:
+	// pods share the host's network and addresses.
+	PodNetwork bool
+	// Probes, when set, runs the containers' probes: the worker tells it
+	// about pods and container runs, reads started and ready from it, and
+	// kills a container whose liveness or startup probe failed (through
+	// runtime.ContainerKiller). nil: no probes; a running container is
+	// started and ready.
+	Probes Probes
 	// VolumeRetryPeriod is how soon Run passes again while a pod waits for
 	// its volumes; zero means DefaultVolumeRetryPeriod.
 	VolumeRetryPeriod time.Duration
@@ -132,6 +147,19 @@ type Volumes interface {
 	Teardown(ctx context.Context, uid types.UID) (done bool, err error)
 	// Cleanup tears down the volumes of pods keep does not claim.
 	Cleanup(ctx context.Context, keep func(types.UID) bool) error
+}
+
+// Probes is the prober (internal/agent/prober) as the worker uses it.
+type Probes interface {
+	// AddPod starts or updates the probing of pod (read-only afterwards).
+	AddPod(pod *corev1.Pod)
+	// RemovePod stops probing the pod.
+	RemovePod(uid types.UID)
+	// UpdateContainer tells of a container's current run; an empty id
+	// means it is not running.
+	UpdateContainer(uid types.UID, container, id string, started time.Time, podIP string)
+	// Status is what the probes say of the container's current run.
+	Status(uid types.UID, container string) prober.Status
 }
 
 // Resources is the node's container manager (internal/agent/cm) as the
@@ -207,6 +235,9 @@ type Worker struct {
 	last map[types.UID]*corev1.Pod
 	// wake asks Run for a pass (Kick).
 	wake chan struct{}
+	// killed are the container runs killed for a failed probe, by pod, so
+	// that each is killed once.
+	killed map[types.UID]map[string]bool
 
 	mu     sync.Mutex
 	stats  Stats
@@ -243,6 +274,7 @@ func New(cfg Config) (*Worker, error) {
 		holding:  map[types.UID]bool{},
 		last:     map[types.UID]*corev1.Pod{},
 		wake:     make(chan struct{}, 1),
+		killed:   map[types.UID]map[string]bool{},
 		terms:    map[types.UID]*termination{},
 	}
 	if w.pods == nil {
@@ -357,6 +389,10 @@ func (w *Worker) readmit(pod *corev1.Pod) {
 
 // release returns a finished pod's resources to the container manager.
 func (w *Worker) release(uid types.UID) {
+	if w.cfg.Probes != nil {
+		w.cfg.Probes.RemovePod(uid)
+	}
+	delete(w.killed, uid)
 	if w.holding[uid] {
 		w.cfg.Resources.RemovePod(uid)
 		delete(w.holding, uid)
@@ -474,7 +510,7 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 		ready, verr := w.cfg.Volumes.Setup(ctx, pod)
 		if !ready {
 			w.pendingVolumes.Store(true)
-			st := BuildStatus(pod, runtime.PodStatus{}, ps.hostIPs, false, ps.now)
+			st := BuildStatus(pod, runtime.PodStatus{}, w.view(ps), false, ps.now)
 			waitingForVolumes(&st)
 			return errors.Join(verr, w.writeStatus(ctx, pod, st))
 		}
@@ -485,7 +521,7 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 				return fmt.Errorf("making the pod's cgroup: %w", err)
 			}
 		}
-		if err := w.cfg.Runtime.StartPod(ctx, withIPs(pod, ps.hostIPs)); err != nil {
+		if err := w.cfg.Runtime.StartPod(ctx, withIPs(pod, ps.hostIPs, w.cfg.PodNetwork)); err != nil {
 			return err
 		}
 		w.last[pod.UID] = pod
@@ -493,7 +529,78 @@ func (w *Worker) syncPod(ctx context.Context, ps *pass, pod *corev1.Pod) error {
 			return err
 		}
 	}
-	return w.writeStatus(ctx, pod, BuildStatus(pod, rs, ps.hostIPs, false, ps.now))
+	v := w.view(ps)
+	w.syncProbes(ctx, pod, rs, v)
+	return w.writeStatus(ctx, pod, BuildStatus(pod, rs, v, false, ps.now))
+}
+
+// view is how BuildStatus sees the node in pass ps.
+func (w *Worker) view(ps *pass) View {
+	v := View{HostIPs: ps.hostIPs, PodNetwork: w.cfg.PodNetwork}
+	if w.cfg.Probes != nil {
+		v.Probes = func(uid types.UID, container string) (bool, bool) {
+			st := w.cfg.Probes.Status(uid, container)
+			return st.Started, st.Ready
+		}
+	}
+	return v
+}
+
+// syncProbes tells the prober of pod and its containers' current runs,
+// and kills, once, each run a liveness or startup probe failed.
+func (w *Worker) syncProbes(ctx context.Context, pod *corev1.Pod, rs runtime.PodStatus, v View) {
+	if w.cfg.Probes == nil {
+		return
+	}
+	w.cfg.Probes.AddPod(pod)
+	podIP := ""
+	if ips := v.podIPs(pod, rs); len(ips) > 0 {
+		podIP = ips[0]
+	}
+	for _, list := range [][]runtime.ContainerStatus{rs.InitContainers, rs.Containers} {
+		for _, c := range list {
+			id, started := "", time.Time{}
+			if c.State.Running != nil {
+				id, started = c.ID, c.State.Running.StartedAt.Time
+			}
+			w.cfg.Probes.UpdateContainer(pod.UID, c.Name, id, started, podIP)
+			if id == "" || w.killed[pod.UID][id] {
+				continue
+			}
+			kill := w.cfg.Probes.Status(pod.UID, c.Name).Kill
+			if kill == nil {
+				continue
+			}
+			killer, ok := w.cfg.Runtime.(runtime.ContainerKiller)
+			if !ok {
+				w.log.Warn("a probe failed but the runtime cannot kill one container", "pod", klogName(pod), "container", c.Name)
+				continue
+			}
+			grace := probeKillGrace(pod, kill.GracePeriodSeconds)
+			if err := killer.KillContainer(ctx, pod.UID, c.Name, grace, "", ""); err != nil {
+				w.log.Warn("killing a container that failed its probe failed", "pod", klogName(pod), "container", c.Name, "err", err)
+				continue
+			}
+			if w.killed[pod.UID] == nil {
+				w.killed[pod.UID] = map[string]bool{}
+			}
+			w.killed[pod.UID][id] = true
+			w.log.Info("killed a container that failed its probe", "pod", klogName(pod), "container", c.Name, "probe", kill.Probe)
+		}
+	}
+}
+
+// probeKillGrace is the grace of a kill for a failed probe: the probe's
+// terminationGracePeriodSeconds when set, else the pod's (30 s by
+// default).
+func probeKillGrace(pod *corev1.Pod, probeGrace *int64) time.Duration {
+	switch {
+	case probeGrace != nil:
+		return time.Duration(*probeGrace) * time.Second
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds * time.Second
 }
 
 // syncDeleting stops a deleted pod and, once it has stopped, writes its
@@ -508,9 +615,11 @@ func (w *Worker) syncDeleting(ctx context.Context, ps *pass, pod *corev1.Pod, kn
 			return err
 		}
 		if !rs.Stopped() {
-			return w.writeStatus(ctx, pod, BuildStatus(pod, rs, ps.hostIPs, false, ps.now))
+			v := w.view(ps)
+			w.syncProbes(ctx, pod, rs, v)
+			return w.writeStatus(ctx, pod, BuildStatus(pod, rs, v, false, ps.now))
 		}
-		if err := w.writeStatus(ctx, pod, BuildStatus(pod, rs, ps.hostIPs, true, ps.now)); err != nil && !apierrors.IsNotFound(err) {
+		if err := w.writeStatus(ctx, pod, BuildStatus(pod, rs, w.view(ps), true, ps.now)); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
@@ -605,17 +714,26 @@ func podGrace(pod *corev1.Pod) time.Duration {
 	return 0
 }
 
-// withIPs is pod with the IPs the runtime exposes through the downward API.
-func withIPs(pod *corev1.Pod, hostIPs []string) *corev1.Pod {
+// withIPs is pod with the IPs the runtime exposes through the downward
+// API: the host's, and the host's as the pod's too unless the runtime
+// gives the pod a network of its own (podNetwork), whose addresses it
+// knows once the sandbox exists.
+func withIPs(pod *corev1.Pod, hostIPs []string, podNetwork bool) *corev1.Pod {
 	p := pod.DeepCopy()
 	p.Status.HostIP, p.Status.PodIP = "", ""
 	p.Status.HostIPs, p.Status.PodIPs = nil, nil
+	sharesHost := !podNetwork || pod.Spec.HostNetwork
 	for i, ip := range hostIPs {
 		if i == 0 {
-			p.Status.HostIP, p.Status.PodIP = ip, ip
+			p.Status.HostIP = ip
 		}
 		p.Status.HostIPs = append(p.Status.HostIPs, corev1.HostIP{IP: ip})
-		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+		if sharesHost {
+			if i == 0 {
+				p.Status.PodIP = ip
+			}
+			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
 	}
 	return p
 }

@@ -77,6 +77,8 @@ type pod struct {
 type exit struct {
 	at   time.Time
 	code int32
+	// reason and message, when set, are what KillContainer gave.
+	reason, message string
 }
 
 // behaviour is a container's parsed image.
@@ -310,9 +312,13 @@ func (r *Runtime) advance(p *pod, now time.Time) {
 		changed = true
 		switch kind {
 		case eventExit:
-			code := p.exits[index].code
+			e := p.exits[index]
 			delete(p.exits, index)
-			p.plan.Exited(index, code, exitReason(code), "", at)
+			reason := exitReason(e.code)
+			if e.reason != "" {
+				reason = e.reason
+			}
+			p.plan.Exited(index, e.code, reason, e.message, at)
 		case eventKill:
 			for _, i := range p.plan.Running() {
 				delete(p.exits, i)
@@ -352,4 +358,44 @@ func exitReason(code int32) string {
 		return runtime.ReasonCompleted
 	}
 	return runtime.ReasonError
+}
+
+var _ runtime.ContainerKiller = (*Runtime)(nil)
+
+// KillContainer implements runtime.ContainerKiller: the container's
+// current run stops as its term directive says (143 at once by default),
+// or is killed (137) when grace ends first or it ignores the request; the
+// restart policy then applies. reason, when set, replaces the exit's.
+func (r *Runtime) KillContainer(_ context.Context, uid types.UID, container string, grace time.Duration, reason, message string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return fmt.Errorf("killing container %s of pod %s: %w", container, uid, runtime.ErrPodNotFound)
+	}
+	now := r.cfg.Clock.Now()
+	r.advance(p, now)
+	for _, i := range p.plan.Running() {
+		c, _ := p.plan.Container(i)
+		if c.Name != container {
+			continue
+		}
+		b := p.behaviour[i]
+		grace = max(grace, 0)
+		e := exit{at: now.Add(grace), code: ExitCodeKill, reason: reason, message: message}
+		if !b.ignoreTerm && b.termAfter <= grace {
+			e.at, e.code = now.Add(b.termAfter), b.termCode
+		}
+		if old, ok := p.exits[i]; !ok || e.at.Before(old.at) {
+			p.exits[i] = e
+		}
+		r.advance(p, now)
+		return nil
+	}
+	for i := 0; i < p.plan.Len(); i++ {
+		if c, _ := p.plan.Container(i); c.Name == container {
+			return nil // not running
+		}
+	}
+	return fmt.Errorf("killing container %s of pod %s: the pod has no such container", container, uid)
 }
