@@ -23,6 +23,7 @@ import (
 	"knode/internal/agent/nodestatus"
 	"knode/internal/agent/options"
 	"knode/internal/agent/pods"
+	"knode/internal/agent/prober"
 	podruntime "knode/internal/agent/runtime"
 	"knode/internal/agent/runtime/process"
 	agentserver "knode/internal/agent/server"
@@ -124,6 +125,8 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	metrics := prometheus.NewRegistry()
 	var rt podruntime.Runtime
 	var res *nodeResources
+	var streams *agentserver.Streams
+	var probeExec prober.ExecRunner
 	switch runtimeName {
 	case runtimeProcess:
 		if res, err = newNodeResources(ctx, s, h, swapBytes, metrics, log); err != nil {
@@ -139,11 +142,23 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 			return err
 		}
 		rt = p
+		if streams, err = processStreams(p, s.Runtime.StreamingConnectionIdleTimeout, log); err != nil {
+			return err
+		}
+		probeExec = streamerProbes{p}
 	case runtimeNone:
 	default:
 		return fmt.Errorf("--runtime %q: supported values: %q, %q", runtimeName, runtimeProcess, runtimeNone)
 	}
-	srv, err := agentServer(restCfg, s, name, metrics, workerLogs{&a}, log)
+	var probes *prober.Manager
+	var workerProbes pods.Probes
+	if rt != nil {
+		if probes, err = newProbes(probeExec, &a, metrics, log); err != nil {
+			return err
+		}
+		workerProbes = probes
+	}
+	srv, err := agentServer(restCfg, s, name, metrics, workerLogs{&a}, streams, log)
 	if err != nil {
 		return err
 	}
@@ -189,6 +204,7 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 		},
 		PodResources:              podRes,
 		DeviceCapacity:            deviceCapacity,
+		Probes:                    workerProbes,
 		NodeStatusUpdateFrequency: s.NodeStatusUpdateFrequency,
 		NodeStatusReportFrequency: s.NodeStatusReportFrequency,
 		NodeLeaseDurationSeconds:  s.NodeLeaseDurationSeconds,
@@ -237,6 +253,13 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 		go func() {
 			defer running.Done()
 			_ = mgr.Run(ctx)
+		}()
+	}
+	if probes != nil {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			probes.Run(ctx)
 		}()
 	}
 	if res != nil {
@@ -334,7 +357,7 @@ func startBuiltinNodeDriver(ctx context.Context, running *sync.WaitGroup, s opti
 // agentServer builds the agent's HTTPS server: the kubeconfig's CA signs
 // the client certificates it accepts unless --client-ca-file says
 // otherwise.
-func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics prometheus.Gatherer, pods workerLogs, log *slog.Logger) (*agentserver.Server, error) {
+func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics prometheus.Gatherer, pods workerLogs, streams *agentserver.Streams, log *slog.Logger) (*agentserver.Server, error) {
 	var clientCA []byte
 	var err error
 	switch {
@@ -360,6 +383,7 @@ func agentServer(restCfg *rest.Config, s options.Settings, name string, metrics 
 		Gatherer:    metrics,
 		Logs:        pods,
 		Pods:        pods.Pods,
+		Streams:     streams,
 		Logger:      log,
 	})
 }
@@ -376,11 +400,11 @@ func (l workerLogs) Pods() []*corev1.Pod {
 	return nil
 }
 
-func (l workerLogs) ContainerLog(namespace, pod, container string, previous bool) (string, func() bool, error) {
+func (l workerLogs) ContainerLog(namespace, pod, container string, previous bool) (agentserver.LogFile, error) {
 	if a := *l.a; a != nil && a.Pods() != nil {
 		return a.Pods().ContainerLog(namespace, pod, container, previous)
 	}
-	return "", nil, fmt.Errorf("%w: pod %q does not exist", agentserver.ErrLogNotFound, pod)
+	return agentserver.LogFile{}, fmt.Errorf("%w: pod %q does not exist", agentserver.ErrLogNotFound, pod)
 }
 
 // localAgentConfig is the client of the agent `knode up` runs beside its

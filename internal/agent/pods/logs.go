@@ -14,7 +14,7 @@ import (
 // the runtime's log file of the container's current run (or, with
 // previous, of the run before), and whether that run still goes on. The
 // messages are the kubelet's.
-func (w *Worker) ContainerLog(namespace, name, container string, previous bool) (string, func() bool, error) {
+func (w *Worker) ContainerLog(namespace, name, container string, previous bool) (server.LogFile, error) {
 	var pod *corev1.Pod
 	if w.pods != nil {
 		if pods, ok := w.pods.PodsOn(w.cfg.NodeName); ok {
@@ -27,30 +27,30 @@ func (w *Worker) ContainerLog(namespace, name, container string, previous bool) 
 		}
 	}
 	if pod == nil {
-		return "", nil, fmt.Errorf("%w: pod %q does not exist", server.ErrLogNotFound, name)
+		return server.LogFile{}, fmt.Errorf("%w: pod %q does not exist", server.ErrLogNotFound, name)
 	}
 	if !hasContainer(pod, container) {
-		return "", nil, fmt.Errorf("%w: container %q not found in pod %q", server.ErrLogNotFound, container, name)
+		return server.LogFile{}, fmt.Errorf("%w: container %q not found in pod %q", server.ErrLogNotFound, container, name)
 	}
 	st, ok := w.containerStatus(pod.UID, container)
 	switch {
 	case previous && (!ok || st.PreviousLogPath == ""):
-		return "", nil, fmt.Errorf("%w: previous terminated container %q in pod %q not found", server.ErrLogUnavailable, container, name)
+		return server.LogFile{}, fmt.Errorf("%w: previous terminated container %q in pod %q not found", server.ErrLogUnavailable, container, name)
 	case previous:
-		return st.PreviousLogPath, nil, nil
+		return server.LogFile{Path: st.PreviousLogPath, CRI: st.LogFormat == runtime.LogFormatCRI}, nil
 	case !ok || st.LogPath == "":
 		reason := "ContainerCreating"
 		if ok && st.State.Waiting != nil && st.State.Waiting.Reason != "" {
 			reason = st.State.Waiting.Reason
 		}
-		return "", nil, fmt.Errorf("%w: container %q in pod %q is waiting to start: %s", server.ErrLogUnavailable, container, name, reason)
+		return server.LogFile{}, fmt.Errorf("%w: container %q in pod %q is waiting to start: %s", server.ErrLogUnavailable, container, name, reason)
 	}
 	path := st.LogPath
 	live := func() bool {
 		now, ok := w.containerStatus(pod.UID, container)
 		return ok && now.LogPath == path && now.State.Running != nil
 	}
-	return path, live, nil
+	return server.LogFile{Path: path, Live: live, CRI: st.LogFormat == runtime.LogFormatCRI}, nil
 }
 
 // containerStatus is the runtime's status of one of a pod's containers.

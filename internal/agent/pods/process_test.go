@@ -155,9 +155,13 @@ func TestContainerLog(t *testing.T) {
 	if got := w.Pods(); len(got) != 1 || got[0].Name != "web" {
 		t.Errorf("Pods() = %v, want web", got)
 	}
-	path, live, err := w.ContainerLog("default", "web", "a", false)
+	file, err := w.ContainerLog("default", "web", "a", false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	path, live := file.Path, file.Live
+	if file.CRI {
+		t.Error("the process runtime's log is taken for a CRI log")
 	}
 	if !live() {
 		t.Error("the running container's log is not live")
@@ -192,7 +196,7 @@ func TestContainerLog(t *testing.T) {
 		{"web", "b", false, server.ErrLogNotFound, `container "b" not found in pod "web"`},
 		{"web", "a", true, server.ErrLogUnavailable, `previous terminated container "a" in pod "web" not found`},
 	} {
-		_, _, err := w.ContainerLog("default", tc.pod, tc.container, tc.previous)
+		_, err := w.ContainerLog("default", tc.pod, tc.container, tc.previous)
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("ContainerLog(%s, %s, previous %v) = %v, want %v with %q", tc.pod, tc.container, tc.previous, err, tc.want, tc.msg)
 		}

@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+
+	"knode/internal/agent/crilog"
 )
 
 // containerLogsPrefix is the kubelet's path of a container's log:
@@ -30,10 +32,21 @@ const DefaultFollowPeriod = 250 * time.Millisecond
 // LogSource finds containers' log files.
 type LogSource interface {
 	// ContainerLog is the log file of the named container's current run,
-	// or with previous of the run before, and live, which reports whether
-	// more may still be written to it (the run goes on). Its errors wrap
-	// ErrLogNotFound or ErrLogUnavailable, or are other failures.
-	ContainerLog(namespace, pod, container string, previous bool) (path string, live func() bool, err error)
+	// or with previous of the run before. Its errors wrap ErrLogNotFound
+	// or ErrLogUnavailable, or are other failures.
+	ContainerLog(namespace, pod, container string, previous bool) (LogFile, error)
+}
+
+// LogFile is one run's log file.
+type LogFile struct {
+	Path string
+	// Live reports whether more may still be written to it (the run goes
+	// on); nil means no more will.
+	Live func() bool
+	// CRI says the file holds CRI log lines (time, stream and tag before
+	// each piece of output), which timestamps, sinceSeconds and sinceTime
+	// need; otherwise it is the output as written.
+	CRI bool
 }
 
 // Errors of a LogSource, wrapped with the message to give: no such pod or
@@ -48,11 +61,20 @@ type logOptions struct {
 	follow, previous bool
 	tailLines        int64 // -1: all
 	limitBytes       int64 // 0: no limit
+	timestamps       bool
+	// sinceSeconds (0: unset) and sinceTime (zero: unset).
+	sinceSeconds int64
+	sinceTime    time.Time
+}
+
+// timed reports whether o needs the time of every line.
+func (o logOptions) timed() bool {
+	return o.timestamps || o.sinceSeconds > 0 || !o.sinceTime.IsZero()
 }
 
 // parseLogOptions reads the query as the kubelet does. Timestamps and
-// since need the time of every line, which the process runtime's plain log
-// files do not keep: they are refused, naming the parameter.
+// since need the time of every line, which only CRI log files keep; the
+// caller refuses them for the others.
 func parseLogOptions(q url.Values) (logOptions, error) {
 	o := logOptions{tailLines: -1}
 	var errs []string
@@ -67,8 +89,7 @@ func parseLogOptions(q url.Values) (logOptions, error) {
 	}
 	boolean("follow", &o.follow)
 	boolean("previous", &o.previous)
-	var timestamps bool
-	boolean("timestamps", &timestamps)
+	boolean("timestamps", &o.timestamps)
 	if v := q.Get("tailLines"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -83,13 +104,22 @@ func parseLogOptions(q url.Values) (logOptions, error) {
 		}
 		o.limitBytes = n
 	}
-	if timestamps {
-		errs = append(errs, "timestamps: the process runtime's log files keep no time for each line")
-	}
-	for _, name := range []string{"sinceSeconds", "sinceTime"} {
-		if q.Get(name) != "" {
-			errs = append(errs, name+": the process runtime's log files keep no time for each line")
+	if v := q.Get("sinceSeconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Sprintf("sinceSeconds %q: must be a positive integer", v))
 		}
+		o.sinceSeconds = n
+	}
+	if v := q.Get("sinceTime"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("sinceTime %q: must be an RFC 3339 time", v))
+		}
+		o.sinceTime = t
+	}
+	if o.sinceSeconds > 0 && !o.sinceTime.IsZero() {
+		errs = append(errs, "sinceSeconds and sinceTime: at most one may be given")
 	}
 	if len(errs) > 0 {
 		return o, errors.New(strings.Join(errs, "; "))
@@ -120,7 +150,7 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
 		return
 	}
-	path, live, err := s.cfg.Logs.ContainerLog(parts[0], parts[1], parts[2], opts.previous)
+	file, err := s.cfg.Logs.ContainerLog(parts[0], parts[1], parts[2], opts.previous)
 	switch {
 	case errors.Is(err, ErrLogNotFound):
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, err.Error())
@@ -132,12 +162,21 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
 		return
 	}
-	f, err := os.Open(path)
+	if !file.CRI && opts.timed() {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			"timestamps, sinceSeconds and sinceTime: the process runtime's log files keep no time for each line")
+		return
+	}
+	f, err := os.Open(file.Path)
 	if err != nil {
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("container %q in pod %q: its log is gone: %v", parts[2], parts[1], err))
 		return
 	}
 	defer f.Close()
+	if file.CRI {
+		s.serveCRILog(w, r, f, file.Live, opts)
+		return
+	}
 	if opts.tailLines >= 0 {
 		if _, err := f.Seek(tailOffset(f, opts.tailLines), io.SeekStart); err != nil {
 			writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
@@ -151,7 +190,67 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 	if opts.limitBytes > 0 {
 		out = &limitWriter{w: w, left: opts.limitBytes}
 	}
-	copyLog(r.Context(), out, w, f, opts.follow && !opts.previous, live, s.cfg.Clock, s.cfg.FollowPeriod)
+	copyLog(r.Context(), out, w, f, opts.follow && !opts.previous, file.Live, s.cfg.Clock, s.cfg.FollowPeriod)
+}
+
+// serveCRILog answers with a CRI log file, as the kubelet reads one: each
+// line's output, with its time first when timestamps is asked for, from
+// sinceTime (or sinceSeconds before now) on; with follow, what is
+// appended until the run ends.
+func (s *Server) serveCRILog(w http.ResponseWriter, r *http.Request, f *os.File, live func() bool, o logOptions) {
+	opts := crilog.Options{Timestamps: o.timestamps, Since: o.sinceTime}
+	if o.sinceSeconds > 0 {
+		opts.Since = s.cfg.Clock.Now().Add(-time.Duration(o.sinceSeconds) * time.Second)
+	}
+	if o.tailLines >= 0 {
+		opts.TailLines = &o.tailLines
+	}
+	if o.limitBytes > 0 {
+		opts.LimitBytes = &o.limitBytes
+	}
+	follower, err := crilog.NewFollower(f, 0, opts)
+	if err != nil {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	flush := func() {
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
+	if !o.follow || o.previous || live == nil {
+		_, _ = follower.Drain(w)
+		return
+	}
+	if _, err := follower.Step(w); err != nil {
+		return
+	}
+	flush()
+	tick := s.cfg.Clock.NewTicker(s.cfg.FollowPeriod)
+	defer tick.Stop()
+	for !follower.Done() {
+		running := live()
+		var n int64
+		if running {
+			n, err = follower.Step(w)
+		} else {
+			n, err = follower.Drain(w)
+		}
+		if err != nil || !running {
+			return
+		}
+		if n > 0 {
+			flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C():
+		}
+	}
 }
 
 // copyLog copies f to out; with follow it keeps reading what is written

@@ -29,18 +29,20 @@ type fakeLogs struct {
 	live atomic.Bool
 }
 
-func (f *fakeLogs) ContainerLog(namespace, pod, container string, previous bool) (string, func() bool, error) {
+func (f *fakeLogs) ContainerLog(namespace, pod, container string, previous bool) (server.LogFile, error) {
 	switch {
 	case namespace != "default" || pod != "web":
-		return "", nil, fmt.Errorf("%w: pod %q does not exist", server.ErrLogNotFound, pod)
+		return server.LogFile{}, fmt.Errorf("%w: pod %q does not exist", server.ErrLogNotFound, pod)
 	case container == "init":
-		return "", nil, fmt.Errorf("%w: container %q in pod %q is waiting to start: PodInitializing", server.ErrLogUnavailable, container, pod)
+		return server.LogFile{}, fmt.Errorf("%w: container %q in pod %q is waiting to start: PodInitializing", server.ErrLogUnavailable, container, pod)
+	case container == "cri":
+		return server.LogFile{Path: filepath.Join(f.dir, "cri.log"), Live: f.live.Load, CRI: true}, nil
 	case container != "main":
-		return "", nil, fmt.Errorf("%w: container %q not found in pod %q", server.ErrLogNotFound, container, pod)
+		return server.LogFile{}, fmt.Errorf("%w: container %q not found in pod %q", server.ErrLogNotFound, container, pod)
 	case previous:
-		return filepath.Join(f.dir, "0.log"), nil, nil
+		return server.LogFile{Path: filepath.Join(f.dir, "0.log")}, nil
 	}
-	return filepath.Join(f.dir, "1.log"), f.live.Load, nil
+	return server.LogFile{Path: filepath.Join(f.dir, "1.log"), Live: f.live.Load}, nil
 }
 
 func writeLog(t *testing.T, path, content string) {
@@ -56,6 +58,8 @@ func TestContainerLogs(t *testing.T) {
 	logs := &fakeLogs{dir: t.TempDir()}
 	writeLog(t, filepath.Join(logs.dir, "0.log"), "old 1\nold 2\n")
 	writeLog(t, filepath.Join(logs.dir, "1.log"), "one\ntwo\nthree\n")
+	writeLog(t, filepath.Join(logs.dir, "cri.log"), "2026-03-01T11:59:00Z stdout F one\n"+
+		"2026-03-01T11:59:50Z stderr P tw\n2026-03-01T11:59:55Z stderr F o\n2026-03-01T12:00:00Z stdout F three\n")
 	cfg := testConfig(t, clk, ca)
 	cfg.Logs = logs
 	s := mustNew(t, cfg)
@@ -83,7 +87,14 @@ func TestContainerLogs(t *testing.T) {
 		{name: "no such container", path: "/containerLogs/default/web/side", wantCode: 404, wantBody: `container \"side\" not found in pod \"web\"`},
 		{name: "not started", path: "/containerLogs/default/web/init", wantCode: 400, wantBody: "is waiting to start: PodInitializing"},
 		{name: "short path", path: "/containerLogs/default/web", wantCode: 400, wantBody: "want /containerLogs/"},
-		{name: "timestamps", query: "timestamps=true", wantCode: 400, wantBody: "timestamps: the process runtime's log files keep no time"},
+		{name: "timestamps", query: "timestamps=true", wantCode: 400, wantBody: "timestamps, sinceSeconds and sinceTime: the process runtime's log files keep no time"},
+		{name: "CRI log", path: "/containerLogs/default/web/cri", wantCode: 200, wantBody: "one\ntwo\nthree\n"},
+		{name: "CRI log with timestamps", path: "/containerLogs/default/web/cri", query: "timestamps=true&tailLines=2", wantCode: 200,
+			wantBody: "2026-03-01T11:59:50.000000000Z two\n2026-03-01T12:00:00.000000000Z three\n"},
+		{name: "CRI log since seconds", path: "/containerLogs/default/web/cri", query: "sinceSeconds=30", wantCode: 200, wantBody: "two\nthree\n"},
+		{name: "CRI log since a time", path: "/containerLogs/default/web/cri", query: "sinceTime=2026-03-01T12:00:00Z", wantCode: 200, wantBody: "three\n"},
+		{name: "CRI log limited", path: "/containerLogs/default/web/cri", query: "limitBytes=5", wantCode: 200, wantBody: "one\nt"},
+		{name: "both sinces", path: "/containerLogs/default/web/cri", query: "sinceSeconds=3&sinceTime=2026-03-01T12:00:00Z", wantCode: 400, wantBody: "at most one"},
 		{name: "since", query: "sinceSeconds=10", wantCode: 400, wantBody: "sinceSeconds"},
 		{name: "negative tail", query: "tailLines=-1", wantCode: 400, wantBody: `tailLines \"-1\": must be a non-negative integer`},
 		{name: "zero limit", query: "limitBytes=0", wantCode: 400, wantBody: `limitBytes \"0\": must be a positive integer`},

@@ -14,6 +14,12 @@
 //     log from Config.Logs, with the kubelet's follow, previous, tailLines
 //     and limitBytes; timestamps, sinceSeconds and sinceTime are refused
 //     (400), since the process runtime's log files keep no time per line.
+//   - GET or POST /exec/<namespace>/<pod>[/<uid>]/<container>, /attach/...
+//     and /portForward/<namespace>/<pod>[/<uid>] upgrade to the streaming
+//     protocols (SPDY or WebSocket, see internal/agent/streaming) and
+//     reach the container through Config.Streams; POST /run/... runs the
+//     cmd parameter and answers with its output. A pod the agent does not
+//     run, or a container the pod lacks, is 404.
 //
 // # Authentication and authorization
 //
@@ -42,8 +48,8 @@
 //
 // # Not here
 //
-// The kubelet's other endpoints - /logs, /stats, /exec, /attach,
-// /portForward and /run - arrive with the container-runtime work. There is no webhook authentication or authorization (the kubelet's
+// The kubelet's /logs (the node's log files), /stats and /checkpoint are
+// not served. There is no webhook authentication or authorization (the kubelet's
 // --authentication-token-webhook and --authorization-mode=Webhook), so bearer
 // tokens are not accepted. The serving certificate is read once, in New: a
 // renewed TLSCertFile takes effect at the next start.
@@ -125,8 +131,12 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Logs finds containers' logs for /containerLogs; nil answers 404.
 	Logs LogSource
-	// Pods lists the pods the agent runs, for /pods; nil lists none.
+	// Pods lists the pods the agent runs, for /pods and to find the pod of
+	// an exec, attach or port-forward; nil lists none.
 	Pods func() []*corev1.Pod
+	// Streams serves /exec, /attach, /run and /portForward; nil answers
+	// them 404.
+	Streams *Streams
 	// FollowPeriod is how often a followed log is read again; zero means
 	// DefaultFollowPeriod.
 	FollowPeriod time.Duration
@@ -343,6 +353,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveContainerLogs(w, r)
 	case path == podsPath:
 		s.servePods(w, r)
+	case isStreamPath(path):
+		s.serveStream(w, r)
 	case path == metricsPath:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
