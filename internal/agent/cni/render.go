@@ -45,6 +45,11 @@ type Network struct {
 	// the plugin (the bridge's default). Otherwise 68 to 65535, and at
 	// least 1280 when a CIDR is IPv6.
 	MTU int
+	// IsGateway gives the bridge the first address of each pod CIDR, the
+	// pods' default gateway, and turns on the machine's IP forwarding;
+	// nil means true. false leaves the bridge's addresses and forwarding
+	// to whoever made the bridge (a test that owns both).
+	IsGateway *bool
 	// HairpinMode lets a pod reach itself through a Service's address
 	// (traffic leaves by the veth and comes back on it); nil means true.
 	HairpinMode *bool
@@ -127,7 +132,7 @@ func Render(n Network) ([]byte, error) {
 			bridgeConf{
 				Type:        "bridge",
 				Bridge:      n.Bridge,
-				IsGateway:   true,
+				IsGateway:   n.IsGateway == nil || *n.IsGateway,
 				IPMasq:      n.IPMasq,
 				HairpinMode: *n.HairpinMode,
 				MTU:         n.MTU,

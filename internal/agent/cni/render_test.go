@@ -219,3 +219,20 @@ func TestRenderErrors(t *testing.T) {
 		})
 	}
 }
+
+// IsGateway false leaves the bridge's address (and forwarding) alone.
+func TestRenderWithoutGateway(t *testing.T) {
+	off := false
+	for _, tc := range []struct {
+		gw   *bool
+		want string
+	}{{nil, `"isGateway": true`}, {&off, `"isGateway": false`}} {
+		out, err := cni.Render(cni.Network{PodCIDRs: []string{"10.244.1.0/24"}, IsGateway: tc.gw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("IsGateway %v: %s lacks %s", tc.gw, out, tc.want)
+		}
+	}
+}
