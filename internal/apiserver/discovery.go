@@ -144,6 +144,9 @@ func subresources(k *registry.Kind) []subresource {
 	if k.Scale != nil {
 		subs = append(subs, subresource{subScale, scaleGVK, subresourceVerbs})
 	}
+	if k.Approval != nil {
+		subs = append(subs, subresource{"approval", own, subresourceVerbs})
+	}
 	if k.Resource == "pods" && core {
 		subs = append(subs,
 			subresource{subBinding, corev1.SchemeGroupVersion.WithKind("Binding"), createVerb},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"knode/internal/auth"
+	"knode/internal/registry"
 	"knode/internal/storage"
 )
 
@@ -75,6 +77,11 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, a auth.At
 		}
 	case subScale:
 		if st.kind.Scale == nil {
+			writeError(w, notFound())
+			return
+		}
+	case subApproval:
+		if st.kind.Approval == nil {
 			writeError(w, notFound())
 			return
 		}
@@ -388,13 +395,25 @@ func (s *Server) create(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	admit := func(obj, old runtime.Object) error {
 		return s.admit(ctx, AdmissionAttributes{Operation: "CREATE", Kind: st.kind, Namespace: namespace, Name: nameOf(obj), Object: obj, User: user, DryRun: wo.dryRun})
 	}
-	created, err := st.Create(ctx, namespace, obj, createOptions{dryRun: wo.dryRun, admit: admit})
+	created, err := st.Create(ctx, namespace, obj, createOptions{dryRun: wo.dryRun, admit: admit, user: requester(user)})
 	if err != nil {
 		return err
 	}
 	addWarnings(w, warnings)
 	s.respond(w, r, st, http.StatusCreated, created)
 	return nil
+}
+
+// subApproval is the subresource of a kind with Approval rules.
+const subApproval = "approval"
+
+// requester is the user a kind's RecordRequester records; nil (no
+// authenticated user) is the zero User.
+func requester(u *auth.User) registry.User {
+	if u == nil {
+		return registry.User{}
+	}
+	return registry.User{Name: u.Name, UID: u.UID, Groups: slices.Clone(u.Groups)}
 }
 
 func (s *Server) admit(ctx context.Context, a AdmissionAttributes) error {
@@ -506,7 +525,7 @@ func (s *Server) runUpdate(ctx context.Context, w http.ResponseWriter, r *http.R
 }
 
 func (s *Server) updateOptions(ctx context.Context, st *objectStore, namespace string, a auth.Attributes, wo writeOptions) updateOptions {
-	opts := updateOptions{status: a.Subresource == "status", dryRun: wo.dryRun}
+	opts := updateOptions{status: a.Subresource == "status", approval: a.Subresource == subApproval, dryRun: wo.dryRun}
 	if len(s.cfg.Admission) == 0 {
 		return opts
 	}

@@ -140,6 +140,8 @@ func (s *objectStore) getShared(ctx context.Context, namespace, name string) (ru
 // createOptions are the parts of a create request the store needs.
 type createOptions struct {
 	dryRun bool
+	// user is the requester the kind's RecordRequester is given.
+	user registry.User
 	// admit runs after defaulting and before validation; nil admits all.
 	admit func(obj, old runtime.Object) error
 }
@@ -168,6 +170,9 @@ func (s *objectStore) Create(ctx context.Context, namespace string, obj runtime.
 	}
 	if s.kind.PrepareForCreate != nil {
 		s.kind.PrepareForCreate(obj)
+	}
+	if s.kind.RecordRequester != nil {
+		s.kind.RecordRequester(obj, opts.user)
 	}
 	if opts.admit != nil {
 		if err := opts.admit(obj, nil); err != nil {
@@ -240,7 +245,10 @@ type updateFunc func(current runtime.Object) (runtime.Object, error)
 type updateOptions struct {
 	// status: the request is on the /status subresource.
 	status bool
-	dryRun bool
+	// approval: the request is on the /approval subresource (the kind's
+	// Approval rules instead of its Status rules).
+	approval bool
+	dryRun   bool
 	// admit runs after the Kind's preparation and before validation.
 	admit func(obj, old runtime.Object) error
 	// expectedRV is the resourceVersion the request's object names, when
@@ -341,7 +349,7 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name, key stri
 	accessor.SetManagedFields(nil)
 	accessor.SetSelfLink("")
 	accessor.SetResourceVersion(old.GetResourceVersion())
-	if opts.status {
+	if opts.status || opts.approval {
 		// As upstream, a status update may change labels and annotations
 		// (the agent reconciles its default labels this way) but not
 		// owner references or finalizers; the kind's status rules keep
@@ -355,14 +363,18 @@ func (s *objectStore) applyUpdate(ctx context.Context, namespace, name, key stri
 	// Prepare, then admit (which may change the object), then validate,
 	// as upstream orders mutation and validation.
 	validate := s.kind.ValidateUpdate
-	if opts.status {
-		if s.kind.Status == nil {
+	if opts.status || opts.approval {
+		rules := s.kind.Status
+		if opts.approval {
+			rules = s.kind.Approval
+		}
+		if rules == nil {
 			return nil, apierrors.NewNotFound(s.gr, name)
 		}
-		if s.kind.Status.PrepareForUpdate != nil {
-			s.kind.Status.PrepareForUpdate(obj, current)
+		if rules.PrepareForUpdate != nil {
+			rules.PrepareForUpdate(obj, current)
 		}
-		validate = s.kind.Status.ValidateUpdate
+		validate = rules.ValidateUpdate
 	} else if s.kind.PrepareForUpdate != nil {
 		s.kind.PrepareForUpdate(obj, current)
 	}

@@ -467,6 +467,56 @@ func (p *PKI) IssueClientCert(user string, groups []string, ttl time.Duration) (
 	return p.issue(spec, p.clock.Now(), ttl)
 }
 
+// SignCSR signs, with the cluster CA, a certificate for the public key of
+// req: req's subject and its DNS, IP, email and URI names (other requested
+// extensions are ignored), keyUsage and extKeyUsage, valid from now (less
+// five minutes for clock skew) for ttl after now, 0 meaning LeafValidity,
+// and never past the CA's own expiry. It is never a CA certificate. The
+// request's signature must verify. The caller decides whether req may be
+// signed at all (the csrsigning controller does). The result is one PEM
+// CERTIFICATE block.
+func (p *PKI) SignCSR(req *x509.CertificateRequest, keyUsage x509.KeyUsage, extKeyUsage []x509.ExtKeyUsage, ttl time.Duration) ([]byte, error) {
+	switch {
+	case req == nil:
+		return nil, field.Required(field.NewPath("req"), "")
+	case ttl < 0:
+		return nil, field.Invalid(field.NewPath("ttl"), ttl.String(), "must not be negative")
+	}
+	if err := req.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("auth: certificate request signature: %w", err)
+	}
+	if ttl == 0 {
+		ttl = LeafValidity
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, err
+	}
+	now := p.clock.Now()
+	notAfter := now.Add(ttl)
+	if notAfter.After(p.caCert.NotAfter) {
+		notAfter = p.caCert.NotAfter
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               req.Subject,
+		NotBefore:             now.Add(-backdate),
+		NotAfter:              notAfter,
+		KeyUsage:              keyUsage,
+		ExtKeyUsage:           slices.Clone(extKeyUsage),
+		BasicConstraintsValid: true,
+		DNSNames:              req.DNSNames,
+		IPAddresses:           req.IPAddresses,
+		EmailAddresses:        req.EmailAddresses,
+		URIs:                  req.URIs,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, req.PublicKey, p.caKey)
+	if err != nil {
+		return nil, fmt.Errorf("auth: sign certificate for %q: %w", req.Subject.CommonName, err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
 // issue signs a new key pair for spec with the CA.
 func (p *PKI) issue(spec leafSpec, now time.Time, ttl time.Duration) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

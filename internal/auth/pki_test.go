@@ -7,12 +7,15 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"io/fs"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -550,6 +553,74 @@ func TestIssueClientCert(t *testing.T) {
 			}
 			if len(c.DNSNames)+len(c.IPAddresses) != 0 {
 				t.Errorf("client cert carries SANs %v %v", c.DNSNames, c.IPAddresses)
+			}
+		})
+	}
+}
+
+func TestSignCSR(t *testing.T) {
+	clk := testingclock.NewFakePassiveClock(t0)
+	p := mustEnsure(t, PKIConfig{Dir: t.TempDir(), Clock: clk})
+	ca := parseCert(t, p.CAPEM())
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:     pkix.Name{CommonName: "system:node:n1", Organization: []string{NodesGroup}},
+		DNSNames:    []string{"n1"},
+		IPAddresses: []net.IP{net.ParseIP("10.0.0.5")},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := x509.ParseCertificateRequest(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := *req
+	forged.Signature = bytes.Clone(req.Signature)
+	forged.Signature[len(forged.Signature)-1] ^= 0xff
+
+	tests := []struct {
+		name         string
+		req          *x509.CertificateRequest
+		ttl          time.Duration
+		wantNotAfter time.Time
+		wantErr      string
+	}{
+		{name: "an hour", req: req, ttl: time.Hour, wantNotAfter: t0.Add(time.Hour)},
+		{name: "default ttl", req: req, wantNotAfter: t0.Add(LeafValidity)},
+		{name: "capped at the CA", req: req, ttl: 2 * CAValidity, wantNotAfter: ca.NotAfter},
+		{name: "no request", wantErr: "req: Required value"},
+		{name: "negative ttl", req: req, ttl: -time.Second, wantErr: `ttl: Invalid value: "-1s"`},
+		{name: "forged signature", req: &forged, ttl: time.Hour, wantErr: "certificate request signature"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			certPEM, err := p.SignCSR(tc.req, x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, tc.ttl)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := parseCert(t, certPEM)
+			if !c.NotAfter.Equal(tc.wantNotAfter) || !c.NotBefore.Equal(t0.Add(-backdate)) {
+				t.Errorf("validity %v to %v, want %v to %v", c.NotBefore, c.NotAfter, t0.Add(-backdate), tc.wantNotAfter)
+			}
+			if _, err := c.Verify(x509.VerifyOptions{Roots: p.CertPool(), CurrentTime: t0, DNSName: "n1", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+				t.Errorf("issued cert does not verify: %v", err)
+			}
+			if c.Subject.CommonName != "system:node:n1" || !slices.Equal(c.Subject.Organization, []string{NodesGroup}) || c.IsCA ||
+				c.KeyUsage != x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment || MissingName(c, nil, []net.IP{net.ParseIP("10.0.0.5")}) != nil {
+				t.Errorf("certificate: %v CA=%v usage=%b IPs=%v", c.Subject, c.IsCA, c.KeyUsage, c.IPAddresses)
+			}
+			if !key.PublicKey.Equal(c.PublicKey) {
+				t.Error("certificate is not for the request's key")
 			}
 		})
 	}

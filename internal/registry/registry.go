@@ -62,6 +62,19 @@ type Kind struct {
 	// Scale maps the object to and from autoscaling/v1 Scale for the
 	// /scale subresource; nil means the kind has none.
 	Scale *ScaleRules
+	// Approval rules for an /approval subresource (GET, PUT and PATCH),
+	// through which a CertificateSigningRequest's Approved and Denied
+	// conditions are set; nil means the kind has none. The REST layer
+	// treats an approval update as it treats a /status one (finalizers and
+	// owner references are kept from old); these rules decide what else
+	// it may change.
+	Approval *StatusRules
+	// RecordRequester, when set, is called on create after
+	// PrepareForCreate with the user who makes the request (the zero User
+	// when the request carries none), for kinds that record it (a
+	// CertificateSigningRequest's spec.username, uid, groups and extra).
+	// It must replace whatever the client sent there. May be nil.
+	RecordRequester func(obj runtime.Object, user User)
 
 	// DeleteGracePeriod decides graceful deletion. Given the stored object
 	// and the grace period the request asked for (nil when it named none),
@@ -94,7 +107,17 @@ type ScaleRules struct {
 	Set func(obj runtime.Object, replicas int32)
 }
 
-// StatusRules govern updates through the /status subresource.
+// User is the authenticated user of a request, as the REST layer hands it
+// to RecordRequester. The kind may keep the slices and the map.
+type User struct {
+	Name   string
+	UID    string
+	Groups []string
+	Extra  map[string][]string
+}
+
+// StatusRules govern updates through the /status subresource (and, with
+// Kind.Approval, through /approval).
 type StatusRules struct {
 	// PrepareForUpdate keeps old's spec (and anything else the status
 	// subresource may not change) in obj.

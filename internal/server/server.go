@@ -47,6 +47,7 @@ import (
 	"knode/internal/auth"
 	"knode/internal/cloudprovider"
 	"knode/internal/controller/cloudnode"
+	"knode/internal/controller/csrsigning"
 	"knode/internal/controller/daemonset"
 	"knode/internal/controller/disruption"
 	"knode/internal/controller/garbagecollector"
@@ -60,6 +61,7 @@ import (
 	"knode/internal/controller/tainteviction"
 	"knode/internal/openapi"
 	"knode/internal/registry"
+	csrreg "knode/internal/registry/certificatesigningrequest"
 	crreg "knode/internal/registry/controllerrevision"
 	csidriverreg "knode/internal/registry/csidriver"
 	csinodereg "knode/internal/registry/csinode"
@@ -165,6 +167,7 @@ func Kinds() []registry.Kind {
 		nsreg.Kind(), nodereg.Kind(), podreg.Kind(), eventreg.Kind(), leasereg.Kind(),
 		rsreg.Kind(), dsreg.Kind(), ssreg.Kind(), crreg.Kind(), pdbreg.Kind(), pcreg.Kind(),
 		screg.Kind(), csidriverreg.Kind(), csinodereg.Kind(), vareg.Kind(), pvreg.Kind(), pvcreg.Kind(),
+		csrreg.Kind(),
 	}
 }
 
@@ -356,6 +359,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	go taintEviction.Run(ctx)
+	csrSigning, err := csrsigning.New(csrsigning.Config{Client: loopbackClient, Signer: pki, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	go csrSigning.Run(ctx)
 	if err := startWorkloads(ctx, loopbackClient, cfg, metrics, log); err != nil {
 		return err
 	}
