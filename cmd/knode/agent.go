@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -127,12 +130,23 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	var res *nodeResources
 	var streams *agentserver.Streams
 	var probeExec prober.ExecRunner
+	var criRT *criParts
 	switch runtimeName {
 	case runtimeProcess:
 		if res, err = newNodeResources(ctx, s, h, swapBytes, metrics, log); err != nil {
 			return err
 		}
 		defer res.devices.Stop()
+		if s.Runtime.ContainerRuntimeEndpoint != "" {
+			// Pods as CRI sandboxes and containers; they outlive the agent
+			// in the runtime, and the next agent adopts them.
+			if criRT, err = newCRI(ctx, s, vols, res, &a, log); err != nil {
+				return err
+			}
+			defer criRT.rt.Close()
+			rt, streams, probeExec = criRT.rt, criRT.streams, criRT.probes
+			break
+		}
 		// The pods outlive the agent: the next one adopts them.
 		p, err := process.New(process.Config{
 			RootDir: s.RootDir, Volumes: vols.HostPath, Logger: log,
@@ -165,6 +179,21 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	defer srv.Close()
 	status := s.StatusConfig(name, name, version.GitVersion())
 	status.KubeletPort = int32(srv.Port())
+	var runtimeStatus func() []error
+	var images func() []corev1.ContainerImage
+	var onNode func(*corev1.Node)
+	if criRT != nil {
+		status.RuntimeName, status.RuntimeVersion = criRT.name, criRT.version
+		runtimeStatus = criRT.runtimeStatus
+		images = func() []corev1.ContainerImage { return criRT.images.get(false) }
+		onNode = func(n *corev1.Node) {
+			criRT.syncNetwork(n, log, func() {
+				if a != nil {
+					a.KickStatus()
+				}
+			})
+		}
+	}
 	// The shutdown manager needs the agent's pod worker, and the agent
 	// asks the manager: mgr is set before the agent runs.
 	var mgr *shutdown.Manager
@@ -205,6 +234,10 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 		PodResources:              podRes,
 		DeviceCapacity:            deviceCapacity,
 		Probes:                    workerProbes,
+		PodNetwork:                criRT != nil,
+		RuntimeStatus:             runtimeStatus,
+		Images:                    images,
+		OnNode:                    onNode,
 		NodeStatusUpdateFrequency: s.NodeStatusUpdateFrequency,
 		NodeStatusReportFrequency: s.NodeStatusReportFrequency,
 		NodeLeaseDurationSeconds:  s.NodeLeaseDurationSeconds,
@@ -260,6 +293,13 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 		go func() {
 			defer running.Done()
 			probes.Run(ctx)
+		}()
+	}
+	if s.Runtime.ServerTLSBootstrap && s.TLSCertFile == "" {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			bootstrapServingCert(ctx, a, client, srv, s, name, log)
 		}()
 	}
 	if res != nil {
@@ -418,4 +458,56 @@ func localAgentConfig(s *server.Server, nodeName string) (*rest.Config, error) {
 		Host:            s.URL,
 		TLSClientConfig: rest.TLSClientConfig{CAData: s.PKI().CAPEM(), CertData: certPEM, KeyData: keyPEM},
 	}), nil
+}
+
+// bootstrapServingCert asks, once the Node is registered with its
+// addresses, for a serving certificate of the cluster CA (a
+// kubernetes.io/kubelet-serving CertificateSigningRequest) and serves it in
+// place of the self-signed one as soon as it is signed.
+func bootstrapServingCert(ctx context.Context, a *agent.Agent, client kubernetes.Interface, srv *agentserver.Server, s options.Settings, name string, log *slog.Logger) {
+	select {
+	case <-a.Registered():
+	case <-ctx.Done():
+		return
+	}
+	var hostnames []string
+	var ips []net.IP
+	// The Node's addresses are what the signer checks the request against;
+	// they come with the first status post.
+	for ctx.Err() == nil && len(ips) == 0 {
+		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			for _, addr := range node.Status.Addresses {
+				if ip := net.ParseIP(addr.Address); ip != nil {
+					ips = append(ips, ip)
+				} else if addr.Type == corev1.NodeHostName {
+					hostnames = append(hostnames, addr.Address)
+				}
+			}
+		}
+		if len(ips) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-clock.RealClock{}.After(time.Second):
+			}
+		}
+	}
+	path, err := agentserver.Bootstrap(ctx, agentserver.BootstrapConfig{
+		Client: client, NodeName: name, Hostnames: hostnames, IPs: ips,
+		CertDir: filepath.Join(s.RootDir, "pki"), Logger: log,
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("no serving certificate from the cluster CA; the self-signed one stays", "err", err)
+		}
+		return
+	}
+	pair, err := tls.LoadX509KeyPair(path, path)
+	if err != nil {
+		log.Error("reading the serving certificate failed; the self-signed one stays", "file", path, "err", err)
+		return
+	}
+	srv.SetServingCertificate(pair)
+	log.Info("serving a certificate of the cluster CA", "file", path)
 }

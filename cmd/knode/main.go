@@ -221,7 +221,9 @@ func defaultDataDir() string {
 func newUpCommand() *cobra.Command {
 	var f serverFlags
 	var kubeletPort int32
+	var kubeletAddress string
 	var cgroupRoot string
+	var criEndpoint, cniConfDir, cniBridge string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a whole single-node cluster in this process: the server and an agent for this machine",
@@ -229,6 +231,16 @@ func newUpCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
+			if !cmd.Flags().Changed("kubelet-certificate-authority") {
+				// The agent's serving certificate comes from the cluster
+				// CA (below), so the server can verify it.
+				f.kubeletCA = filepath.Join(f.dataDir, "pki", "ca.crt")
+			}
+			if criEndpoint != "" && !cmd.Flags().Changed("cluster-cidr") {
+				// Pods of a CRI runtime need addresses: the node gets a
+				// pod CIDR from this range, as k3s's default.
+				f.allocateNodeCIDRs, f.clusterCIDR = true, defaultUpClusterCIDR
+			}
 			cfg, err := f.config()
 			if err != nil {
 				return err
@@ -242,11 +254,18 @@ func newUpCommand() *cobra.Command {
 				o.RootDir = filepath.Join(f.dataDir, "agent")
 				// The agent serves the node side of the server's driver.
 				o.BuiltinStorage, o.StorageDir = f.builtinStorage, f.storageDir
-				// The agent's own server listens beside the API server.
-				o.Address, o.Port = f.bindAddress, kubeletPort
+				// The agent's own server listens where the API server
+				// reaches it, the node's address: on every interface by
+				// default, as the kubelet's --address.
+				o.Address, o.Port = kubeletAddress, kubeletPort
 				// As k3s does for its single binary: a machine with swap
 				// runs, and workloads get none of it (NoSwap).
-				err := errors.Join(fs.Set("fail-swap-on", "false"), fs.Set("cgroup-root", cgroupRoot))
+				err := errors.Join(fs.Set("fail-swap-on", "false"), fs.Set("cgroup-root", cgroupRoot),
+					fs.Set("rotate-server-certificates", "true"))
+				if criEndpoint != "" {
+					err = errors.Join(err, fs.Set("container-runtime-endpoint", criEndpoint),
+						fs.Set("cni-conf-dir", cniConfDir), fs.Set("cni-bridge", cniBridge))
+				}
 				if err != nil {
 					agentErr <- err
 					return
@@ -289,10 +308,18 @@ func newUpCommand() *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags(), defaultDataDir())
-	cmd.Flags().Int32Var(&kubeletPort, "kubelet-port", agentserver.DefaultPort, "port of the agent's HTTPS server, on --bind-address (0 picks a free one)")
+	cmd.Flags().Int32Var(&kubeletPort, "kubelet-port", agentserver.DefaultPort, "port of the agent's HTTPS server (0 picks a free one)")
+	cmd.Flags().StringVar(&kubeletAddress, "kubelet-address", agentserver.DefaultAddress, "IP address the agent's HTTPS server listens on; the API server reaches it at the node's InternalIP")
 	cmd.Flags().StringVar(&cgroupRoot, "cgroup-root", "", "cgroup under which the agent makes kubepods (default: the hierarchy's root)")
+	cmd.Flags().StringVar(&criEndpoint, "container-runtime-endpoint", "", "run pods from their images with this CRI runtime (unix:///run/containerd/containerd.sock); pods get addresses from --cluster-cidr (default "+defaultUpClusterCIDR+"); default: containers run as processes")
+	cmd.Flags().StringVar(&cniConfDir, "cni-conf-dir", options.DefaultCNIConfDir, "where the agent writes the pod network's CNI config, for the CRI runtime to read")
+	cmd.Flags().StringVar(&cniBridge, "cni-bridge", options.DefaultCNIBridge, "the Linux bridge pods are attached to")
 	return cmd
 }
+
+// defaultUpClusterCIDR is the pods' range of `knode up` with a CRI runtime
+// when --cluster-cidr is not given (k3s's default).
+const defaultUpClusterCIDR = "10.42.0.0/16"
 
 // logger is the process's structured logger.
 func logger(verbose bool) *slog.Logger {

@@ -101,6 +101,11 @@ type Config struct {
 	Nodes NodeLister
 	// OnReady is called once, the first time the posted status says Ready.
 	OnReady func(*corev1.Node)
+	// OnNode, when set, is called from Run with each version of the Node
+	// its watch delivers (read-only; it must not block), so that what
+	// follows the Node's spec (the pod network's CNI config, from
+	// spec.podCIDRs) keeps up with it.
+	OnNode func(*corev1.Node)
 	// ShutdownStatus, when set, is asked on every status pass; an error
 	// (the node is shutting down) turns Ready False with its message.
 	ShutdownStatus func() error
@@ -339,7 +344,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.renewer.Run(ctx)
 	}()
 	if a.nodes == nil {
-		cache := &nodeCache{}
+		cache := &nodeCache{onSet: a.cfg.OnNode}
 		a.nodes = cache
 		running.Add(1)
 		go func() {

@@ -22,6 +22,8 @@ const followRetry = time.Second
 type nodeCache struct {
 	mu   sync.Mutex
 	node *corev1.Node
+	// onSet, when set, is told of every new version (Config.OnNode).
+	onSet func(*corev1.Node)
 }
 
 // Get implements NodeLister.
@@ -38,6 +40,9 @@ func (c *nodeCache) set(node *corev1.Node) {
 	c.mu.Lock()
 	c.node = node
 	c.mu.Unlock()
+	if c.onSet != nil && node != nil {
+		c.onSet(node)
+	}
 }
 
 // follow keeps cache current until ctx ends: it lists the Node by

@@ -50,7 +50,7 @@ func upOnce(t *testing.T, dataDir string, whileUp func(out []string)) time.Durat
 	port := freePort(t)
 	url := fmt.Sprintf("https://127.0.0.1:%d", port)
 	start := time.Now()
-	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--kubelet-port", "0", "--storage-dir", t.TempDir(), "--cgroup-root", testCgroupRoot(t))
+	p := startProcess(t, "up", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--kubelet-port", "0", "--kubelet-address", "127.0.0.1", "--storage-dir", t.TempDir(), "--cgroup-root", testCgroupRoot(t))
 	t.Cleanup(func() {
 		p.kill()
 		killContainers(filepath.Join(dataDir, "agent"))

@@ -185,6 +185,7 @@ func defaults() options.Settings {
 			PodLogsDir:                     options.DefaultRootDir + "/pod-logs",
 			CNIConfDir:                     "/etc/cni/net.d",
 			CNIBridge:                      "cni0",
+			CNIIsGateway:                   true,
 			StreamingConnectionIdleTimeout: 4 * time.Hour,
 			RuntimeRequestTimeout:          2 * time.Minute,
 		},

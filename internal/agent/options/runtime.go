@@ -35,6 +35,7 @@ type RuntimeOptions struct {
 	PodLogsDir                     string
 	CNIConfDir                     string
 	CNIBridge                      string
+	CNIIsGateway                   bool
 	ServerTLSBootstrap             bool
 	StreamingConnectionIdleTimeout time.Duration
 	RuntimeRequestTimeout          time.Duration
@@ -46,6 +47,8 @@ func (o *RuntimeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PodLogsDir, "pod-logs-dir", "", "where a CRI runtime writes containers' logs (default: <root-dir>/pod-logs)")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", DefaultCNIConfDir, "where the agent writes the CNI network config for its pod CIDR, for a CRI runtime to read")
 	fs.StringVar(&o.CNIBridge, "cni-bridge", DefaultCNIBridge, "the Linux bridge the CNI network config puts pods on")
+	fs.BoolVar(&o.CNIIsGateway, "cni-is-gateway", true, "give the CNI bridge the pod CIDR's first address and turn on IP forwarding (false: the bridge is addressed by whoever made it)")
+	_ = fs.MarkHidden("cni-is-gateway")
 	fs.BoolVar(&o.ServerTLSBootstrap, "rotate-server-certificates", false, "ask the API server for a serving certificate signed by the cluster CA (a CertificateSigningRequest of signer kubernetes.io/kubelet-serving) instead of a self-signed one")
 	fs.DurationVar(&o.StreamingConnectionIdleTimeout, "streaming-connection-idle-timeout", DefaultStreamingConnectionIdleTimeout, "close an exec, attach or port-forward session idle this long")
 	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", DefaultRuntimeRequestTimeout, "bound of one CRI call, image pulls excepted")
@@ -64,6 +67,9 @@ type RuntimeSettings struct {
 	// CNIConfDir is an absolute path; CNIBridge a Linux interface name.
 	CNIConfDir string
 	CNIBridge  string
+	// CNIIsGateway: the bridge plugin addresses the bridge (cni.Network's
+	// IsGateway).
+	CNIIsGateway bool
 	// ServerTLSBootstrap asks for a serving certificate by CSR.
 	ServerTLSBootstrap             bool
 	StreamingConnectionIdleTimeout time.Duration
@@ -79,6 +85,7 @@ func (o *RuntimeOptions) completeRuntime(fs *pflag.FlagSet, file kubeletconfig.K
 		PodLogsDir:                     file.PodLogsDir,
 		CNIConfDir:                     o.CNIConfDir,
 		CNIBridge:                      o.CNIBridge,
+		CNIIsGateway:                   o.CNIIsGateway,
 		ServerTLSBootstrap:             file.ServerTLSBootstrap,
 		StreamingConnectionIdleTimeout: DefaultStreamingConnectionIdleTimeout,
 		RuntimeRequestTimeout:          DefaultRuntimeRequestTimeout,

@@ -27,11 +27,11 @@ runtimeRequestTimeout: 1m
 	}{
 		{name: "the file", args: []string{"--config", file}, want: options.RuntimeSettings{
 			ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock", ImageServiceEndpoint: "unix:///run/containerd/containerd.sock",
-			PodLogsDir: "/var/log/pods", CNIConfDir: "/etc/cni/net.d", CNIBridge: "cni0", ServerTLSBootstrap: true,
+			PodLogsDir: "/var/log/pods", CNIConfDir: "/etc/cni/net.d", CNIBridge: "cni0", CNIIsGateway: true, ServerTLSBootstrap: true,
 			StreamingConnectionIdleTimeout: 30 * time.Minute, RuntimeRequestTimeout: time.Minute}},
 		{name: "flags over the file", args: []string{"--config", file, "--container-runtime-endpoint", "unix:///tmp/c.sock",
 			"--image-service-endpoint", "unix:///tmp/i.sock", "--pod-logs-dir", "/tmp/logs", "--cni-conf-dir", "/tmp/net.d",
-			"--cni-bridge", "knbr0", "--rotate-server-certificates=false", "--streaming-connection-idle-timeout", "1m", "--runtime-request-timeout", "5s"},
+			"--cni-bridge", "knbr0", "--cni-is-gateway=false", "--rotate-server-certificates=false", "--streaming-connection-idle-timeout", "1m", "--runtime-request-timeout", "5s"},
 			want: options.RuntimeSettings{
 				ContainerRuntimeEndpoint: "unix:///tmp/c.sock", ImageServiceEndpoint: "unix:///tmp/i.sock",
 				PodLogsDir: "/tmp/logs", CNIConfDir: "/tmp/net.d", CNIBridge: "knbr0",

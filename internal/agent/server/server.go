@@ -197,6 +197,8 @@ type Server struct {
 	ln      net.Listener
 	http    *http.Server
 	started atomic.Bool
+	// serving is the certificate served; SetServingCertificate replaces it.
+	serving atomic.Pointer[tls.Certificate]
 }
 
 // New validates cfg, loads or generates the serving certificate, and
@@ -231,10 +233,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("agent server: listening on %s: %w", addr, err)
 	}
 	s.ln = ln
+	s.serving.Store(&serving)
 	s.http = &http.Server{
 		Handler: s,
 		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{serving},
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.serving.Load(), nil },
 			// Ask for a client certificate but leave verifying it to the
 			// authenticator, which answers a bad one with a 401.
 			ClientAuth: tls.RequestClientCert,
@@ -274,6 +277,13 @@ func (s *Server) servingCertificate() (tls.Certificate, error) {
 		s.log.Info("generated a self-signed serving certificate", "dir", cfg.CertDir, "reason", why, "notAfter", pair.Leaf.NotAfter)
 	}
 	return pair, nil
+}
+
+// SetServingCertificate serves pair from the next TLS handshake on: a
+// certificate the cluster CA signed once the agent's request for one was
+// approved (Bootstrap), in place of the self-signed one it started with.
+func (s *Server) SetServingCertificate(pair tls.Certificate) {
+	s.serving.Store(&pair)
 }
 
 // Port returns the port the server listens on.

@@ -3,8 +3,12 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -494,4 +498,50 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A certificate set while serving is the one the next handshake sees.
+func TestSetServingCertificate(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	ca := newCA(t, clk)
+	s := mustNew(t, testConfig(t, clk, ca))
+	start(t, s)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + nodeName}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := x509.ParseCertificateRequest(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := ca.SignCSR(req, x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
+	pair := tls.Certificate{Certificate: [][]byte{block.Bytes}, PrivateKey: key}
+	c := client(t, ca.CertPool(), clk, nil)
+	if _, err := c.Get(url(s, "/healthz")); err == nil {
+		t.Fatal("a client trusting only the cluster CA accepted the self-signed certificate")
+	}
+	c.CloseIdleConnections()
+	s.SetServingCertificate(pair)
+	if r := do(t, c, "GET", url(s, "/healthz")); r.code != 200 || r.peer == nil || !r.peer.Equal(mustParse(t, block.Bytes)) {
+		t.Errorf("after SetServingCertificate: %d, peer %v", r.code, r.peer)
+	}
+}
+
+func mustParse(t *testing.T, der []byte) *x509.Certificate {
+	t.Helper()
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
