@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"knode/internal/agent/runtime/cri/critest"
 )
@@ -100,15 +102,48 @@ func (c *criCluster) startAgent() {
 		conn.Close()
 		return true, ""
 	})
-	// Without credentials the agent answers 401.
-	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}).Get("https://" + addr + "/pods")
+	// Without credentials the agent answers 401; another node's identity
+	// asking for a pod's logs gets 403.
+	get := func(cert []tls.Certificate, path string) int {
+		c.t.Helper()
+		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: cert}}}
+		resp, err := cl.Get("https://" + addr + path)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(nil, "/pods"); code != http.StatusUnauthorized {
+		c.t.Errorf("GET /pods without credentials: %d, want 401", code)
+	}
+	other := nodeCertificate(c.t, c.s, "cri-2")
+	if code := get([]tls.Certificate{other}, "/containerLogs/default/web/web"); code != http.StatusForbidden {
+		c.t.Errorf("another node's GET /containerLogs: %d, want 403", code)
+	}
+}
+
+// nodeCertificate is node's client certificate, as knode kubeconfig
+// --node issues it.
+func nodeCertificate(t *testing.T, s *server, node string) tls.Certificate {
+	t.Helper()
+	out, err := exec.Command(knodeBinary, "kubeconfig", "--data-dir", s.DataDir, "--node", node).Output()
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatalf("knode kubeconfig --node %s: %v", node, err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		c.t.Errorf("GET /pods without credentials: %d, want 401", resp.StatusCode)
+	cfg, err := clientcmd.Load(out)
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, auth := range cfg.AuthInfos {
+		pair, err := tls.X509KeyPair(auth.ClientCertificateData, auth.ClientKeyData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pair
+	}
+	t.Fatalf("no user in the kubeconfig of %s", node)
+	return tls.Certificate{}
 }
 
 func (c *criCluster) kubectl(version string, args ...string) kubectlResult {
@@ -369,10 +404,13 @@ spec:
 	if last := cs.LastTerminationState.Terminated; last == nil {
 		t.Errorf("no last termination after restarts: %+v", cs)
 	}
+	// The restarts wait out the back-off.
+	c.pod("sick", "in CrashLoopBackOff", 60*time.Second, waitingReason("CrashLoopBackOff"))
 	ev := c.events("sick")
 	for _, want := range []string{
 		"Warning Unhealthy Liveness probe failed: HTTP probe failed with statuscode: 404",
 		"Normal Killing Container main failed liveness probe, will be restarted",
+		"Warning BackOff Back-off restarting failed container main in pod sick_default(",
 	} {
 		if !hasEvent(ev, want) {
 			t.Errorf("no event %q among %q", want, ev)

@@ -779,7 +779,31 @@ func (w *Worker) writeFinalStatus(ctx context.Context, pod *corev1.Pod, st corev
 		return false, err
 	}
 	w.count(func(s *Stats) { s.StatusUpdates++ })
+	for _, name := range backingOff(&pod.Status, &st) {
+		w.recordEvent(ctx, pod, corev1.EventTypeWarning, ReasonBackOff,
+			fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", name, pod.Name, pod.Namespace, pod.UID))
+	}
 	return false, nil
+}
+
+// ReasonBackOff is the kubelet's event reason for a container waiting out
+// its restart back-off.
+const ReasonBackOff = "BackOff"
+
+// backingOff names the containers that st has waiting in CrashLoopBackOff
+// and old did not.
+func backingOff(old, st *corev1.PodStatus) []string {
+	was := map[string]bool{}
+	for _, cs := range slices.Concat(old.InitContainerStatuses, old.ContainerStatuses) {
+		was[cs.Name] = cs.State.Waiting != nil && cs.State.Waiting.Reason == runtime.ReasonCrashLoopBackOff
+	}
+	var names []string
+	for _, cs := range slices.Concat(st.InitContainerStatuses, st.ContainerStatuses) {
+		if cs.State.Waiting != nil && cs.State.Waiting.Reason == runtime.ReasonCrashLoopBackOff && !was[cs.Name] {
+			names = append(names, cs.Name)
+		}
+	}
+	return names
 }
 
 // recordEvent writes an event about pod from the kubelet source; failures

@@ -2,6 +2,7 @@ package pods_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -357,6 +358,21 @@ func TestRestartCountsAndCrashLoop(t *testing.T) {
 		if cond.Type == corev1.PodReady && cond.Reason != "" {
 			t.Errorf("Ready carries reason %q while ready", cond.Reason)
 		}
+	}
+	// One BackOff event for the one wait.
+	events, err := c.admin.CoreV1().Events("default").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backoffs []string
+	for _, e := range events.Items {
+		if e.Reason == pods.ReasonBackOff {
+			backoffs = append(backoffs, e.Type+" "+e.Message)
+		}
+	}
+	want := fmt.Sprintf("Warning Back-off restarting failed container a in pod crashy_default(%s)", p.UID)
+	if len(backoffs) != 1 || backoffs[0] != want {
+		t.Errorf("BackOff events %q, want one %q", backoffs, want)
 	}
 }
 
