@@ -26,7 +26,7 @@ import (
 
 // newestKubectl is the newest installed kubectl of kubectlVersions; the
 // test is skipped when there is none.
-func newestKubectl(t *testing.T) string {
+func newestKubectl(t testing.TB) string {
 	t.Helper()
 	for _, v := range slices.Backward(kubectlVersions) {
 		if _, err := os.Stat(kubectlPath(v)); err == nil {
@@ -39,7 +39,7 @@ func newestKubectl(t *testing.T) string {
 
 // kubectlWith runs kubectl with the given kubeconfig and HOME. A run that
 // cannot start or times out fails the test.
-func kubectlWith(t *testing.T, version, home, kubeconfig string, args ...string) kubectlResult {
+func kubectlWith(t testing.TB, version, home, kubeconfig string, args ...string) kubectlResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
@@ -62,7 +62,7 @@ func kubectlWith(t *testing.T, version, home, kubeconfig string, args ...string)
 
 // eventually calls check every interval until it reports done, and fails
 // the test with its last message after timeout.
-func eventually(t *testing.T, what string, timeout, interval time.Duration, check func() (bool, string)) {
+func eventually(t testing.TB, what string, timeout, interval time.Duration, check func() (bool, string)) {
 	t.Helper()
 	deadline := time.After(timeout)
 	tick := time.NewTicker(interval)

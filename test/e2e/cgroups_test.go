@@ -22,7 +22,7 @@ var cgroupRoots atomic.Int64
 // kubepods tree is made under it and not at the machine's root. The tree is
 // removed in every hierarchy when the test ends, after its processes were
 // killed; whatever still lives in it then is killed too.
-func testCgroupRoot(t *testing.T) string {
+func testCgroupRoot(t testing.TB) string {
 	t.Helper()
 	root := fmt.Sprintf("knode-e2e-%d-%d", os.Getpid(), cgroupRoots.Add(1))
 	t.Cleanup(func() { removeCgroupTree(t, root) })
@@ -52,7 +52,7 @@ func isCgroup2(dir string) bool {
 
 // removeCgroupTree kills what is left in root's cgroups and removes them,
 // deepest first; a process the kernel is still taking down is waited for.
-func removeCgroupTree(t *testing.T, root string) {
+func removeCgroupTree(t testing.TB, root string) {
 	eventually(t, "removing the test's cgroups under "+root, 10*time.Second, 50*time.Millisecond, func() (bool, string) {
 		var left []string
 		for _, top := range cgroupDirs(root) {
@@ -96,7 +96,7 @@ var bridges atomic.Int64
 // that address; the bridge is deleted when the test ends. An agent told to
 // listen and report its node IP there is reachable by the API server
 // without traffic leaving the machine. Needs root and ip(8).
-func testBridge(t *testing.T) string {
+func testBridge(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a bridge")

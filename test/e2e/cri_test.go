@@ -29,7 +29,7 @@ import (
 // a registry on 127.0.0.1, and one agent running its pods through the CRI
 // on a bridge of the test's own.
 type criCluster struct {
-	t       *testing.T
+	t       testing.TB
 	s       *server
 	client  kubernetes.Interface
 	image   string
@@ -43,7 +43,7 @@ type criCluster struct {
 // newCRICluster starts everything. The node's pod CIDR is the bridge's
 // /24 (a one-node cluster CIDR of that size), and the agent listens on the
 // bridge's gateway address, where the API server reaches it.
-func newCRICluster(t *testing.T, node string) *criCluster {
+func newCRICluster(t testing.TB, node string) *criCluster {
 	t.Helper()
 	critest.RequireTools(t)
 	cgroupRoot := critest.CgroupRoot(t)
@@ -125,7 +125,7 @@ func (c *criCluster) startAgent() {
 
 // nodeCertificate is node's client certificate, as knode kubeconfig
 // --node issues it.
-func nodeCertificate(t *testing.T, s *server, node string) tls.Certificate {
+func nodeCertificate(t testing.TB, s *server, node string) tls.Certificate {
 	t.Helper()
 	out, err := exec.Command(knodeBinary, "kubeconfig", "--data-dir", s.DataDir, "--node", node).Output()
 	if err != nil {

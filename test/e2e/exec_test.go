@@ -143,7 +143,7 @@ func kubectlInstalled(version string) bool {
 
 // kubectlStdin runs kubectl version with args against s, input on its
 // stdin, and returns its stdout; a failure fails the test.
-func kubectlStdin(t *testing.T, version string, s *server, input string, args ...string) string {
+func kubectlStdin(t testing.TB, version string, s *server, input string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()

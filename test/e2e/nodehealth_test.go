@@ -17,14 +17,14 @@ import (
 // startAgent runs `knode agent` for node name with its own identity and a
 // 4 s Lease (renewed every second), and returns it running; extra flags
 // are passed on.
-func startAgent(t *testing.T, s *server, name, rootDir string, extra ...string) *process {
+func startAgent(t testing.TB, s *server, name, rootDir string, extra ...string) *process {
 	t.Helper()
 	return startAgentConfig(t, s, name, rootDir, "", extra...)
 }
 
 // startAgentConfig is startAgent with config appended to the agent's
 // KubeletConfiguration.
-func startAgentConfig(t *testing.T, s *server, name, rootDir, config string, extra ...string) *process {
+func startAgentConfig(t testing.TB, s *server, name, rootDir, config string, extra ...string) *process {
 	t.Helper()
 	var kubeconfig bytes.Buffer
 	cmd := exec.Command(knodeBinary, "kubeconfig", "--data-dir", s.DataDir, "--node", name)

@@ -92,7 +92,7 @@ func pidsOf(ps []markedProc) []int {
 
 // killMarked SIGKILLs every process tagged with prefix, in passes until
 // none is left (a shell loop may fork between a scan and its kill).
-func killMarked(t *testing.T, prefix string) {
+func killMarked(t testing.TB, prefix string) {
 	for range 50 {
 		left := markedProcs(prefix)
 		if len(left) == 0 {

@@ -38,14 +38,14 @@ func needsCgroupV1Root(t *testing.T) {
 
 // resourcesCluster is a server, one agent on this machine and kubectl.
 type resourcesCluster struct {
-	t       *testing.T
+	t       testing.TB
 	s       *server
 	client  kubernetes.Interface
 	version string
 	tag     string
 }
 
-func newResourcesCluster(t *testing.T) *resourcesCluster {
+func newResourcesCluster(t testing.TB) *resourcesCluster {
 	t.Helper()
 	tag := fmt.Sprintf("knode-e2e-res-%d-%d", os.Getpid(), time.Now().UnixNano())
 	t.Cleanup(func() { killMarked(t, tag) })

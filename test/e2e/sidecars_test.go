@@ -161,7 +161,7 @@ func csiAttachmentName(handle, driver, node string) string {
 
 // mountsUnder lists the mount points in this process's mount namespace
 // (the host's, which the agents share) at or below dir.
-func mountsUnder(t *testing.T, dir string) []string {
+func mountsUnder(t testing.TB, dir string) []string {
 	t.Helper()
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -188,7 +188,7 @@ func mountsUnder(t *testing.T, dir string) []string {
 
 // unmountUnder detaches whatever is still mounted below dir, deepest
 // first, so that a failed test's temp dirs can be removed.
-func unmountUnder(t *testing.T, dir string) {
+func unmountUnder(t testing.TB, dir string) {
 	mps := mountsUnder(t, dir)
 	slices.SortFunc(mps, func(a, b string) int { return len(b) - len(a) })
 	for _, mp := range mps {
