@@ -359,6 +359,30 @@ spec:
 		t.Errorf("kubectl logs -f printed %q", seen)
 	}
 
+	// kubectl attach streams the container's output as it comes.
+	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer acancel()
+	attach := c.s.kubectlCommand(actx, newest, "attach", "talker")
+	aout, err := attach.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := attach.Start(); err != nil {
+		t.Fatal(err)
+	}
+	asc := bufio.NewScanner(aout)
+	var attached []string
+	for len(attached) < 2 && asc.Scan() {
+		if strings.HasPrefix(asc.Text(), "tick ") {
+			attached = append(attached, asc.Text())
+		}
+	}
+	acancel()
+	_ = attach.Wait()
+	if len(attached) < 2 || attached[0] == attached[1] {
+		t.Errorf("kubectl attach printed %q, want new tick lines", attached)
+	}
+
 	// A readiness probe keeps the pod not Ready until it passes; a failing
 	// liveness probe restarts the container.
 	c.apply(fmt.Sprintf(`apiVersion: v1
