@@ -251,6 +251,9 @@ func runAgent(ctx context.Context, restCfg *rest.Config, s options.Settings, run
 	if err != nil {
 		return err
 	}
+	if a.Pods() != nil {
+		metrics.MustRegister(a.Pods().Collector())
+	}
 	if len(groups) > 0 {
 		if a.Pods() == nil {
 			log.Warn("graceful node shutdown needs a pod runtime; it is off with --runtime=none")
