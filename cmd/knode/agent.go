@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"knode/internal/agent"
 	"knode/internal/agent/cm"
 	"knode/internal/agent/host/linux"
+	"knode/internal/agent/loadbalancer"
 	"knode/internal/agent/nodestatus"
 	"knode/internal/agent/options"
 	"knode/internal/agent/pods"
@@ -53,6 +55,7 @@ func newAgentCommand() *cobra.Command {
 	var o options.Options
 	var verbose bool
 	var runtimeName string
+	var servers []string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent for this machine: register the Node, report its status, renew its Lease",
@@ -69,11 +72,24 @@ func newAgentCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--kubeconfig: %w", err)
 			}
-			return runAgent(cmd.Context(), agentClientSettings(restCfg), settings, runtimeName, logger(verbose), nil)
+			log := logger(verbose)
+			if len(servers) > 0 {
+				// Several servers: the agent talks to a balancer of its
+				// own on 127.0.0.1, which fails over between them.
+				lb, err := serverBalancer(servers, log)
+				if err != nil {
+					return err
+				}
+				defer lb.Close()
+				go func() { _ = lb.Serve(cmd.Context()) }()
+				restCfg.Host = "https://" + lb.Addr()
+			}
+			return runAgent(cmd.Context(), agentClientSettings(restCfg), settings, runtimeName, log, nil)
 		},
 	}
 	o.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	cmd.Flags().StringArrayVar(&servers, "server", nil, "an API server's URL (https://host:port), instead of the kubeconfig's; given more than once, the agent fails over between them through a balancer of its own on 127.0.0.1")
 	cmd.Flags().StringVar(&runtimeName, "runtime", runtimeProcess, `how pods run: "process" (each container a process on this machine) or "none" (register and report only)`)
 	return cmd
 }
@@ -513,4 +529,21 @@ func bootstrapServingCert(ctx context.Context, a *agent.Agent, client kubernetes
 	}
 	srv.SetServingCertificate(pair)
 	log.Info("serving a certificate of the cluster CA", "file", path)
+}
+
+// serverBalancer is the agent's balancer over the --server URLs.
+func serverBalancer(urls []string, log *slog.Logger) (*loadbalancer.Balancer, error) {
+	var addrs []string
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, fmt.Errorf("--server %q: must be an https:// URL with a host and port", raw)
+		}
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "443")
+		}
+		addrs = append(addrs, host)
+	}
+	return loadbalancer.New(loadbalancer.Config{Servers: addrs, Logger: log})
 }
