@@ -445,8 +445,9 @@ var readVerbs = []string{"get", "list", "watch"}
 var nodeRules = []nodeRule{
 	{group: "authentication.k8s.io", resources: []string{"tokenreviews"}, verbs: []string{"create"}},
 	{group: "authorization.k8s.io", resources: []string{"subjectaccessreviews", "localsubjectaccessreviews"}, verbs: []string{"create"}},
-	// Service environment variables of the pods it runs.
-	{group: "", resources: []string{"services"}, verbs: readVerbs},
+	// Service environment variables of the pods it runs; the control
+	// plane's members, in default/kubernetes, for the agent's balancer.
+	{group: "", resources: []string{"services", "endpoints"}, verbs: readVerbs},
 	// The node records events about itself and its pods.
 	{group: "", resources: []string{"events"}, verbs: []string{"create", "update", "patch"}},
 	{group: "certificates.k8s.io", resources: []string{"certificatesigningrequests"}, verbs: []string{"create", "get", "list", "watch"}},
