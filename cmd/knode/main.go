@@ -31,6 +31,7 @@ import (
 	"knode/internal/controller/nodelifecycle"
 	"knode/internal/controller/podgc"
 	"knode/internal/server"
+	"knode/internal/server/election"
 	"knode/internal/version"
 	"knode/internal/volume"
 )
@@ -88,6 +89,10 @@ type serverFlags struct {
 	builtinStorage     bool
 	storageDir         string
 	kubeletCA          string
+	leaderElect        bool
+	leaseDuration      time.Duration
+	renewDeadline      time.Duration
+	retryPeriod        time.Duration
 }
 
 func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
@@ -119,6 +124,10 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 	fs.IntVar(&f.terminatedPodGC, "terminated-pod-gc-threshold", podgc.DefaultTerminatedPodThreshold, "number of terminated pods that can exist before PodGC deletes the oldest; <= 0 keeps them all")
 	fs.BoolVar(&f.builtinStorage, "builtin-storage", true, "run the built-in CSI driver ("+volume.BuiltinDriver+") with its attacher and provisioner, and install its CSIDriver and the default StorageClass \""+server.DefaultStorageClass+"\"")
 	fs.StringVar(&f.kubeletCA, "kubelet-certificate-authority", "", "CA bundle that must sign the agents' serving certificates when the server reaches them (pods/log); empty does not verify them, as upstream")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "run the controllers only while this server holds the kube-system/kube-controller-manager Lease, and the scheduler only while it holds kube-system/kube-scheduler, so that several servers can share one etcd; false runs them at once, for a server alone on its storage")
+	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", election.DefaultLeaseDuration, "how long the other servers wait, after they last saw the leader renew a Lease, before they take it over (whole seconds)")
+	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", election.DefaultRenewDeadline, "how long the leader goes without renewing a Lease before it stops what runs under it; less than --leader-elect-lease-duration")
+	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", election.DefaultRetryPeriod, "pause between attempts to acquire or renew a Lease; --leader-elect-renew-deadline must exceed 1.2 times it")
 	fs.StringVar(&f.storageDir, "storage-dir", server.DefaultStorageDir, "data directory of the built-in CSI driver's volumes; every agent must see the same directory (this machine, or a shared mount)")
 }
 
@@ -148,6 +157,12 @@ func (f *serverFlags) config() (server.Config, error) {
 			DisableForceDetachOnTimeout: f.noForceDetach,
 			DisableBuiltinDriver:        !f.builtinStorage,
 			DataDir:                     f.storageDir,
+		},
+		LeaderElection: server.LeaderElection{
+			Disabled:      !f.leaderElect,
+			LeaseDuration: f.leaseDuration,
+			RenewDeadline: f.renewDeadline,
+			RetryPeriod:   f.retryPeriod,
 		},
 		Logger: logger(f.verbose),
 	}

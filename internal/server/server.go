@@ -1,7 +1,14 @@
 // Package server assembles `knode server`: storage (embedded or external
 // etcd), the cluster's credentials, the API server over HTTPS (with the
 // kubelet-client credentials it proxies pods/log to agents with), and the
-// controllers that run beside it.
+// controllers and the scheduler that run beside it.
+//
+// Several servers may share one external etcd. Each runs the API server
+// and the storage compactor; the controllers run only on the server that
+// holds the kube-system/kube-controller-manager Lease, and the scheduler
+// only on the one that holds kube-system/kube-scheduler (see
+// LeaderElection and package election). With leader election disabled
+// they all run at once, and the server must be alone on its storage.
 //
 // Run blocks until its context ends, then shuts everything down. The data
 // directory holds the PKI, etcd's data (when embedded) and admin.kubeconfig;
@@ -46,19 +53,8 @@ import (
 	"knode/internal/apiserver"
 	"knode/internal/auth"
 	"knode/internal/cloudprovider"
-	"knode/internal/controller/cloudnode"
-	"knode/internal/controller/csrsigning"
-	"knode/internal/controller/daemonset"
-	"knode/internal/controller/disruption"
-	"knode/internal/controller/garbagecollector"
-	"knode/internal/controller/namespace"
 	"knode/internal/controller/nodeipam"
 	"knode/internal/controller/nodelifecycle"
-	"knode/internal/controller/outofservice"
-	"knode/internal/controller/podgc"
-	"knode/internal/controller/replicaset"
-	"knode/internal/controller/statefulset"
-	"knode/internal/controller/tainteviction"
 	"knode/internal/openapi"
 	"knode/internal/registry"
 	csrreg "knode/internal/registry/certificatesigningrequest"
@@ -79,7 +75,6 @@ import (
 	ssreg "knode/internal/registry/statefulset"
 	screg "knode/internal/registry/storageclass"
 	vareg "knode/internal/registry/volumeattachment"
-	"knode/internal/scheduler"
 	"knode/internal/storage"
 	"knode/internal/storage/etcd"
 	"knode/internal/version"
@@ -133,6 +128,10 @@ type Config struct {
 	// Storage configures the volume controllers and the built-in CSI
 	// driver.
 	Storage StorageConfig
+	// LeaderElection decides when the controllers and the scheduler run:
+	// only while this server holds their Leases, or, when it is disabled,
+	// always.
+	LeaderElection LeaderElection
 	// TerminatedPodGCThreshold is --terminated-pod-gc-threshold: how many
 	// finished pods PodGC lets exist (<= 0 keeps them all); nil means
 	// podgc.DefaultTerminatedPodThreshold (12500).
@@ -193,7 +192,7 @@ func (c *Config) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return nil
+	return c.LeaderElection.setDefaults()
 }
 
 // Run serves until ctx ends.
@@ -345,63 +344,27 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	go compactor.Run(ctx)
-	nsController, err := namespace.New(namespace.Config{Rest: srv.loopback, Clock: cfg.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	go nsController.Run(ctx)
 	loopbackClient, err := kubernetes.NewForConfig(srv.loopback)
 	if err != nil {
 		return err
 	}
-	taintEviction, err := tainteviction.New(tainteviction.Config{Client: loopbackClient, Clock: cfg.Clock, Metrics: metrics, Logger: log})
-	if err != nil {
-		return err
-	}
-	go taintEviction.Run(ctx)
-	csrSigning, err := csrsigning.New(csrsigning.Config{Client: loopbackClient, Signer: pki, Clock: cfg.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	go csrSigning.Run(ctx)
-	if err := startWorkloads(ctx, loopbackClient, cfg, metrics, log); err != nil {
-		return err
-	}
-	if err := startStorage(ctx, loopbackClient, cfg, metrics, log); err != nil {
-		return err
-	}
-	nlcCfg := cfg.NodeLifecycle
-	nlcCfg.Client, nlcCfg.Clock, nlcCfg.Registerer, nlcCfg.Logger = loopbackClient, cfg.Clock, metrics, log
-	nlcCfg.NodeMonitorPeriod = cfg.NodeMonitorPeriod
-	nlc, err := nodelifecycle.New(nlcCfg)
-	if err != nil {
-		return err
-	}
-	go func() {
-		if err := nlc.Run(ctx); err != nil {
-			fatal <- fmt.Errorf("node lifecycle controller: %w", err)
-		}
-	}()
-	if cfg.IPAM != nil {
-		ipamCfg := *cfg.IPAM
-		ipamCfg.Client, ipamCfg.Clock, ipamCfg.Logger = loopbackClient, cfg.Clock, log
-		ipam, err := nodeipam.New(ipamCfg)
-		if err != nil {
+	if !cfg.Storage.DisableBuiltinDriver {
+		if err := installBuiltinStorage(ctx, loopbackClient); err != nil {
 			return err
 		}
-		go func() {
-			if err := ipam.Run(ctx); err != nil {
-				log.Error("node IPAM stopped", "err", err)
-				fatal <- fmt.Errorf("node IPAM: %w", err)
+	}
+	ctrl := &controllers{
+		cfg: &cfg, client: loopbackClient, loopback: srv.loopback, pki: pki, metrics: metrics, log: log,
+		fatal: func(err error) {
+			select {
+			case fatal <- err:
+			default:
 			}
-		}()
+		},
 	}
-	if cfg.Cloud != nil {
-		cn, err := cloudnode.New(cloudnode.Config{Client: loopbackClient, Cloud: cfg.Cloud, Clock: cfg.Clock, MonitorPeriod: cfg.NodeMonitorPeriod, Logger: log})
-		if err != nil {
-			return err
-		}
-		go cn.Run(ctx)
+	stopControllers, err := ctrl.start(ctx)
+	if err != nil {
+		return err
 	}
 
 	ready.Store(true)
@@ -419,6 +382,9 @@ func Run(ctx context.Context, cfg Config) error {
 			runErr = fmt.Errorf("serving: %w", err)
 		}
 	}
+	// The controllers stop, and the Leases are released, while the API
+	// server still serves.
+	stopControllers()
 	// Ending the watch caches ends the watches they serve, so that the
 	// shutdown below does not wait for them.
 	api.Close()
@@ -578,52 +544,6 @@ func DefaultStorageClassAdmission(api func() *apiserver.Server) (apiserver.Admit
 			return out, nil
 		},
 	})
-}
-
-// startWorkloads runs the scheduler, the workload controllers, PodGC and
-// the out-of-service events.
-func startWorkloads(ctx context.Context, client kubernetes.Interface, cfg Config, metrics prometheus.Registerer, log *slog.Logger) error {
-	sched, err := scheduler.New(scheduler.Config{Client: client, Clock: cfg.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	go sched.Run(ctx)
-	rs, err := replicaset.New(replicaset.Config{Client: client, Clock: cfg.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	go rs.Run(ctx)
-	ds, err := daemonset.New(daemonset.Config{Client: client, Clock: cfg.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	go ds.Run(ctx)
-	ss, err := statefulset.New(statefulset.Config{Client: client, Clock: cfg.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	go ss.Run(ctx)
-	dc, err := disruption.New(disruption.Config{Client: client, Clock: cfg.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	go dc.Run(ctx)
-	gc, err := garbagecollector.New(garbagecollector.Config{Client: client, Clock: cfg.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	go gc.Run(ctx)
-	pgc, err := podgc.New(podgc.Config{Client: client, Clock: cfg.Clock, TerminatedPodThreshold: cfg.TerminatedPodGCThreshold, Metrics: metrics, Logger: log})
-	if err != nil {
-		return err
-	}
-	go pgc.Run(ctx)
-	oos, err := outofservice.New(outofservice.Config{Client: client, Clock: cfg.Clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	go oos.Run(ctx)
-	return nil
 }
 
 // LoopbackConfig is a client config with full access, for components that

@@ -3,11 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
@@ -50,10 +48,11 @@ type StorageConfig struct {
 	DataDir string
 }
 
-// startStorage runs the PV, protection and attach/detach controllers and,
-// unless it is disabled, the built-in CSI driver's controller side with the
-// attacher and provisioner that serve it.
-func startStorage(ctx context.Context, client kubernetes.Interface, cfg Config, metrics prometheus.Registerer, log *slog.Logger) error {
+// startVolumes starts the PV, protection and attach/detach controllers
+// and, unless it is disabled, the built-in CSI driver's controller side
+// with the attacher and provisioner that serve it, all in t.
+func startVolumes(t *term) error {
+	client, cfg, log := t.client, t.cfg, t.log
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pv, err := persistentvolume.New(persistentvolume.Config{Client: client, Clock: cfg.Clock, Informers: factory, Logger: log})
 	if err != nil {
@@ -64,25 +63,25 @@ func startStorage(ctx context.Context, client kubernetes.Interface, cfg Config, 
 		return err
 	}
 	ad, err := attachdetach.New(attachdetach.Config{
-		Client: client, Clock: cfg.Clock, Logger: log, Metrics: metrics, Informers: factory,
+		Client: client, Clock: cfg.Clock, Logger: log, Metrics: t.metrics, Informers: factory,
 		DisableForceDetachOnTimeout: cfg.Storage.DisableForceDetachOnTimeout,
 	})
 	if err != nil {
 		return err
 	}
-	go pv.Run(ctx)
-	go prot.Run(ctx)
-	go ad.Run(ctx)
+	t.run(func() { pv.Run(t.ctx) })
+	t.run(func() { prot.Run(t.ctx) })
+	t.run(func() { ad.Run(t.ctx) })
 	if cfg.Storage.DisableBuiltinDriver {
 		return nil
 	}
-	return startBuiltinDriver(ctx, client, factory, cfg, log)
+	return startBuiltinDriver(t, factory)
 }
 
 // startBuiltinDriver serves the built-in driver's controller service on a
-// socket in the data dir, attaches and provisions for it, and installs its
-// CSIDriver and the default StorageClass when they are missing.
-func startBuiltinDriver(ctx context.Context, client kubernetes.Interface, factory informers.SharedInformerFactory, cfg Config, log *slog.Logger) error {
+// socket in the data dir, and attaches and provisions for it, in t.
+func startBuiltinDriver(t *term, factory informers.SharedInformerFactory) error {
+	client, cfg, log := t.client, t.cfg, t.log
 	dataDir := cfg.Storage.DataDir
 	if dataDir == "" {
 		dataDir = DefaultStorageDir
@@ -104,11 +103,11 @@ func startBuiltinDriver(ctx context.Context, client kubernetes.Interface, factor
 		srv.Stop()
 		return err
 	}
-	go func() {
-		<-ctx.Done()
+	t.run(func() {
+		<-t.ctx.Done()
 		conn.Close()
 		srv.Stop()
-	}()
+	})
 	att, err := csiattacher.New(csiattacher.Config{Driver: volume.BuiltinDriver, Conn: conn, Client: client, Clock: cfg.Clock, Informers: factory, Logger: log})
 	if err != nil {
 		return err
@@ -117,9 +116,9 @@ func startBuiltinDriver(ctx context.Context, client kubernetes.Interface, factor
 	if err != nil {
 		return err
 	}
-	go att.Run(ctx)
-	go prov.Run(ctx)
-	return installBuiltinStorage(ctx, client)
+	t.run(func() { att.Run(t.ctx) })
+	t.run(func() { prov.Run(t.ctx) })
+	return nil
 }
 
 // installBuiltinStorage creates the built-in driver's CSIDriver and the

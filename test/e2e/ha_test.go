@@ -1,0 +1,357 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// The HA tests' leader election: a lease of 4 s, renewed every second,
+// given up after 3 s without a renewal.
+const (
+	haLeaseDuration = 4 * time.Second
+	haRetryPeriod   = time.Second
+)
+
+var haLeaderArgs = []string{
+	"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s",
+	"--node-monitor-period=1s", "--node-monitor-grace-period=4s",
+}
+
+// haEtcd runs Debian's etcd (or $KNODE_ETCD_BINARY) as a one-member
+// cluster on loopback ports with a data directory of the test's, killed
+// when the test ends, and returns its client URL once it serves. Without
+// an etcd binary the test is skipped, unless KNODE_REQUIRE_EXTERNAL_ETCD=1.
+func haEtcd(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("KNODE_ETCD_BINARY")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("etcd"); err != nil {
+			if os.Getenv("KNODE_REQUIRE_EXTERNAL_ETCD") == "1" {
+				t.Fatal("KNODE_REQUIRE_EXTERNAL_ETCD=1 but no etcd binary: set KNODE_ETCD_BINARY or put etcd on PATH")
+			}
+			t.Skip("no etcd binary (set KNODE_ETCD_BINARY or put etcd on PATH)")
+		}
+	}
+	dir := t.TempDir()
+	// Both ports are held until both are known, so that they differ.
+	var ports []int
+	var listeners []net.Listener
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range listeners {
+		l.Close()
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	out := &syncBuffer{}
+	cmd := exec.Command(bin, "--name=knode-ha", "--data-dir="+filepath.Join(dir, "data"),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=knode-ha="+peer)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("--- etcd log (tail) ---\n%s", tail(out.String(), 20))
+		}
+	})
+	// etcd answers /health once it has a leader.
+	httpClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.After(readyTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if resp, err := httpClient.Get(client + "/health"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && strings.Contains(string(body), `"health":"true"`) {
+				return client
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("%s exited early:\n%s", bin, tail(out.String(), 20))
+		case <-deadline:
+			t.Fatalf("etcd at %s not healthy after %s:\n%s", client, readyTimeout, tail(out.String(), 20))
+		case <-tick.C:
+		}
+	}
+}
+
+// copyDir copies the regular files of src into dst, keeping their modes.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, info.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var campaignLine = regexp.MustCompile(`msg="campaigning for the lease" lease=kube-system/kube-controller-manager identity=(\S+)`)
+
+// identity is the holder identity the server logged when it began to
+// campaign.
+func (s *server) identity(t *testing.T) string {
+	t.Helper()
+	var id string
+	eventually(t, "the server logs its identity", 20*time.Second, 20*time.Millisecond, func() (bool, string) {
+		if m := campaignLine.FindStringSubmatch(s.Log()); m != nil {
+			id = m[1]
+			return true, ""
+		}
+		return false, "no campaign line in the log"
+	})
+	return id
+}
+
+// leaseHolders are the holderIdentity of kube-controller-manager's and
+// kube-scheduler's Leases ("" when missing or released).
+func leaseHolders(t *testing.T, c kubernetes.Interface) ([2]string, error) {
+	var out [2]string
+	for i, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		l, err := c.CoordinationV1().Leases("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return out, err
+		default:
+			out[i] = ptr.Deref(l.Spec.HolderIdentity, "")
+		}
+	}
+	return out, nil
+}
+
+func waitLeaseHolders(t *testing.T, c kubernetes.Interface, id string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, id+" holds both Leases", timeout, 20*time.Millisecond, func() (bool, string) {
+		h, err := leaseHolders(t, c)
+		if err != nil {
+			return false, err.Error()
+		}
+		return h == [2]string{id, id}, fmt.Sprintf("holders %q", h)
+	})
+}
+
+// startedLeading counts the server's "started leading" lines for a Lease.
+func startedLeading(s *server, lease string) int {
+	return strings.Count(s.Log(), `msg="started leading" lease=kube-system/`+lease+" ")
+}
+
+func registeredNodeEvents(t *testing.T, c kubernetes.Interface, node string) (int, error) {
+	evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range evs.Items {
+		if e.Reason == "RegisteredNode" && e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// nodeLeaseRenewed is the renewTime of the node's Lease.
+func nodeLeaseRenewed(c kubernetes.Interface, node string) (time.Time, error) {
+	l, err := c.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if l.Spec.RenewTime == nil {
+		return time.Time{}, nil
+	}
+	return l.Spec.RenewTime.Time, nil
+}
+
+// healthy fails the test unless the node is Ready and carries neither the
+// not-ready nor the unreachable taint.
+func healthy(t *testing.T, c kubernetes.Interface, name string) {
+	t.Helper()
+	n, err := c.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, reason := nodeReady(n); status != corev1.ConditionTrue {
+		t.Fatalf("node %s is Ready=%s (%s), want it to stay Ready", name, status, reason)
+	}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == corev1.TaintNodeUnreachable || taint.Key == corev1.TaintNodeNotReady {
+			t.Fatalf("node %s is tainted %s:%s", name, taint.Key, taint.Effect)
+		}
+	}
+}
+
+// TestHA runs two `knode server` on one external etcd with one agent: one
+// server runs the controllers and the scheduler, and when it is killed the
+// other takes both Leases over and the node stays Ready.
+func TestHA(t *testing.T) {
+	endpoint := haEtcd(t)
+	args := append([]string{"--etcd-servers", endpoint}, haLeaderArgs...)
+	a := startServer(t, serverOptions{Args: args})
+	idA := a.identity(t)
+	clientA := a.Clientset(t)
+	// a is alone: it takes both Leases at once, without waiting a lease
+	// duration.
+	waitLeaseHolders(t, clientA, idA, haLeaseDuration)
+
+	// b shares a's credentials and the built-in driver's directory, as
+	// servers of one cluster do.
+	dirB := t.TempDir()
+	copyDir(t, filepath.Join(a.DataDir, "pki"), filepath.Join(dirB, "pki"))
+	b := startServer(t, serverOptions{DataDir: dirB, Args: append(append([]string(nil), args...), "--storage-dir", a.StorageDir)})
+	idB := b.identity(t)
+	if idA == idB {
+		t.Fatalf("both servers have identity %q", idA)
+	}
+	clientB := b.Clientset(t)
+
+	// The agent talks to b, which survives.
+	const node = "ha-node"
+	startAgent(t, b, node, t.TempDir(), "--runtime=none")
+	eventually(t, node+" Ready", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		n, err := clientB.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		status, reason := nodeReady(n)
+		return status == corev1.ConditionTrue, string(status) + " " + reason
+	})
+	// Let a few of the agent's renewals (every second) and of the node
+	// monitor's passes (every second) go by: with two node lifecycle
+	// controllers there would be two RegisteredNode events by then.
+	var first time.Time
+	eventually(t, "the agent's first renewal", 20*time.Second, 100*time.Millisecond, func() (bool, string) {
+		var err error
+		first, err = nodeLeaseRenewed(clientB, node)
+		return err == nil && !first.IsZero(), fmt.Sprint(err)
+	})
+	eventually(t, "the agent renews for 3 s", 20*time.Second, 100*time.Millisecond, func() (bool, string) {
+		renewed, err := nodeLeaseRenewed(clientB, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return renewed.Sub(first) >= 3*time.Second, renewed.String()
+	})
+	if n, err := registeredNodeEvents(t, clientB, node); err != nil || n != 1 {
+		t.Fatalf("%d RegisteredNode events for %s (%v), want exactly 1", n, node, err)
+	}
+	for _, lease := range []string{"kube-controller-manager", "kube-scheduler"} {
+		if na, nb := startedLeading(a, lease), startedLeading(b, lease); na != 1 || nb != 0 {
+			t.Errorf("%s: a logged started leading %d times and b %d, want 1 and 0", lease, na, nb)
+		}
+	}
+	if h, err := leaseHolders(t, clientB); err != nil || h != [2]string{idA, idA} {
+		t.Fatalf("Lease holders %q (%v), want a (%s) for both", h, err, idA)
+	}
+
+	a.Kill9()
+	killed := time.Now()
+	// a's Leases expire a lease duration after its last renewal, and b
+	// looks every retry period, jittered by up to 1.2 times more.
+	bound := haLeaseDuration + time.Duration(2.2*float64(haRetryPeriod)) + 2*time.Second
+	waitLeaseHolders(t, clientB, idB, bound)
+	took := time.Since(killed)
+	t.Logf("b holds both Leases %s after a was killed (lease duration %s)", took.Round(100*time.Millisecond), haLeaseDuration)
+	eventually(t, "b logs that it leads", 10*time.Second, 20*time.Millisecond, func() (bool, string) {
+		nc, ns := startedLeading(b, "kube-controller-manager"), startedLeading(b, "kube-scheduler")
+		if nc > 1 || ns > 1 {
+			t.Fatalf("b logged started leading %d times for the controller manager and %d for the scheduler, want once each", nc, ns)
+		}
+		return nc == 1 && ns == 1, fmt.Sprintf("controller manager %d, scheduler %d", nc, ns)
+	})
+	// b's node lifecycle controller is new: it registers the node and
+	// gives it a fresh grace period (4 s), which the agent keeps meeting.
+	eventually(t, "b registers "+node, 20*time.Second, 100*time.Millisecond, func() (bool, string) {
+		healthy(t, clientB, node)
+		n, err := registeredNodeEvents(t, clientB, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return n == 2, fmt.Sprintf("%d RegisteredNode events", n)
+	})
+	tookOver := time.Now()
+	eventually(t, node+" stays Ready past a grace period under b", 20*time.Second, 100*time.Millisecond, func() (bool, string) {
+		healthy(t, clientB, node)
+		renewed, err := nodeLeaseRenewed(clientB, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return renewed.After(tookOver.Add(5 * time.Second)), renewed.String()
+	})
+	if n, err := registeredNodeEvents(t, clientB, node); err != nil || n != 2 {
+		t.Errorf("%d RegisteredNode events for %s after the takeover (%v), want 2", n, node, err)
+	}
+}
+
+// TestHAFlags: the leader election flags are checked by upstream's rules,
+// and the error names the flag.
+func TestHAFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--leader-elect-renew-deadline=20s"}, `--leader-elect-lease-duration: Invalid value: "15s": must be greater than --leader-elect-renew-deadline (20s)`},
+		{[]string{"--leader-elect-retry-period=9s"}, `--leader-elect-renew-deadline: Invalid value: "10s": must be greater than --leader-elect-retry-period (9s) times 1.2`},
+	} {
+		p := startProcess(t, append([]string{"server", "--data-dir", t.TempDir(), "--secure-port=0", "--storage-dir", t.TempDir()}, tc.args...)...)
+		select {
+		case <-p.exited:
+		case <-time.After(readyTimeout):
+			p.kill()
+			t.Fatalf("knode server %s did not exit", strings.Join(tc.args, " "))
+		}
+		if p.err == nil || !strings.Contains(p.stderr.String(), tc.want) {
+			t.Errorf("knode server %s: %v\n%s\nwant an error naming %q", strings.Join(tc.args, " "), p.err, p.stderr.String(), tc.want)
+		}
+	}
+}
