@@ -55,6 +55,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newServerCommand(), newUpCommand(), newAgentCommand(), newVersionCommand(), newKubeconfigCommand(), newSimCommand())
 	root.AddCommand(newCSIDriverCommand())
 	root.AddCommand(newNodeCommand())
+	root.AddCommand(newTokenCommand())
 	return root
 }
 
@@ -89,6 +90,8 @@ type serverFlags struct {
 	builtinStorage     bool
 	storageDir         string
 	kubeletCA          string
+	token              string
+	tokenFile          string
 	leaderElect        bool
 	leaseDuration      time.Duration
 	renewDeadline      time.Duration
@@ -145,6 +148,8 @@ func (f *serverFlags) config() (server.Config, error) {
 		NodeMonitorPeriod:                   f.nodeMonitorPeriod,
 		TerminatedPodGCThreshold:            &f.terminatedPodGC,
 		KubeletCertificateAuthority:         f.kubeletCA,
+		Token:                               f.token,
+		TokenFile:                           f.tokenFile,
 		NodeLifecycle: nodelifecycle.Config{
 			NodeMonitorGracePeriod:    f.nodeMonitorGrace,
 			NodeStartupGracePeriod:    f.nodeStartupGrace,
@@ -222,6 +227,8 @@ func newServerCommand() *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags(), "")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "`FILE` holding the cluster token, to join the servers already sharing --etcd-servers (\"knode token\" on one of them prints it); the first server needs none: it makes one")
+	cmd.Flags().StringVar(&f.token, "token", "", "the cluster token, as --token-file; other users of this machine can see it in the process list")
 	return cmd
 }
 

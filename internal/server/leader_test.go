@@ -173,6 +173,8 @@ func runServer(t *testing.T, opts ...func(*server.Config)) *running {
 func elected(endpoint, identity string) func(*server.Config) {
 	return func(c *server.Config) {
 		c.EtcdServers = []string{endpoint}
+		// Servers of one cluster share its token (and so its CA).
+		c.Token = "knode-test-cluster-token"
 		c.LeaderElection = server.LeaderElection{LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 250 * time.Millisecond, Identity: identity}
 		c.NodeMonitorPeriod = 200 * time.Millisecond
 	}

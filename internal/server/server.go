@@ -52,6 +52,7 @@ import (
 	"knode/internal/admission/storageprotection"
 	"knode/internal/apiserver"
 	"knode/internal/auth"
+	"knode/internal/auth/bootstrap"
 	"knode/internal/cloudprovider"
 	"knode/internal/controller/nodeipam"
 	"knode/internal/controller/nodelifecycle"
@@ -62,6 +63,7 @@ import (
 	csidriverreg "knode/internal/registry/csidriver"
 	csinodereg "knode/internal/registry/csinode"
 	dsreg "knode/internal/registry/daemonset"
+	epreg "knode/internal/registry/endpoints"
 	eventreg "knode/internal/registry/event"
 	leasereg "knode/internal/registry/lease"
 	nsreg "knode/internal/registry/namespace"
@@ -92,6 +94,12 @@ type Config struct {
 	EtcdServers []string
 	// TokenAuthFile is a static token file (token,user,uid,"groups").
 	TokenAuthFile string
+	// Token and TokenFile are the cluster token (--token, --token-file)
+	// that opens the CA the servers sharing the etcd cluster keep there
+	// (internal/auth/bootstrap). At most one; neither is needed by the
+	// first server, nor by one whose data directory holds the token.
+	Token     string
+	TokenFile string
 	// KubeletCertificateAuthority is --kubelet-certificate-authority: a PEM
 	// file of the CA certificates that must sign the agents' serving
 	// certificates when the API server proxies pods/log to them. Empty, as
@@ -166,7 +174,7 @@ func Kinds() []registry.Kind {
 		nsreg.Kind(), nodereg.Kind(), podreg.Kind(), eventreg.Kind(), leasereg.Kind(),
 		rsreg.Kind(), dsreg.Kind(), ssreg.Kind(), crreg.Kind(), pdbreg.Kind(), pcreg.Kind(),
 		screg.Kind(), csidriverreg.Kind(), csinodereg.Kind(), vareg.Kind(), pvreg.Kind(), pvcreg.Kind(),
-		csrreg.Kind(),
+		csrreg.Kind(), epreg.Kind(),
 	}
 }
 
@@ -208,15 +216,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if h, err := os.Hostname(); err == nil {
 		hosts = append(hosts, h)
 	}
-	pki, err := auth.EnsurePKI(auth.PKIConfig{Dir: filepath.Join(cfg.DataDir, "pki"), Hosts: hosts, Clock: cfg.Clock})
-	if err != nil {
-		return err
-	}
-	kubelet, err := kubeletClient(pki, cfg.KubeletCertificateAuthority)
-	if err != nil {
-		return err
-	}
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	store, err := openStorage(ctx, cfg)
@@ -224,6 +223,27 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer store.Close()
+	// The cluster's CA is shared through etcd, sealed with the cluster
+	// token: the first server makes both, a joining one needs the token.
+	pkiDir := filepath.Join(cfg.DataDir, "pki")
+	if _, err := bootstrap.Ensure(ctx, bootstrap.Config{
+		Store:     bootstrap.EtcdStore{Client: store.Client()},
+		PKIDir:    pkiDir,
+		DataDir:   cfg.DataDir,
+		Token:     cfg.Token,
+		TokenFile: cfg.TokenFile,
+		Clock:     cfg.Clock,
+	}); err != nil {
+		return err
+	}
+	pki, err := auth.EnsurePKI(auth.PKIConfig{Dir: pkiDir, Hosts: hosts, Clock: cfg.Clock})
+	if err != nil {
+		return err
+	}
+	kubelet, err := kubeletClient(pki, cfg.KubeletCertificateAuthority)
+	if err != nil {
+		return err
+	}
 
 	loopbackToken, err := randomToken()
 	if err != nil {
@@ -553,7 +573,7 @@ func (s *Server) LoopbackConfig() *rest.Config { return rest.CopyConfig(s.loopba
 // PKI is the cluster's credentials.
 func (s *Server) PKI() *auth.PKI { return s.pki }
 
-func openStorage(ctx context.Context, cfg Config) (storage.Interface, error) {
+func openStorage(ctx context.Context, cfg Config) (*etcd.Store, error) {
 	if len(cfg.EtcdServers) > 0 {
 		return etcd.NewClient(ctx, etcd.ClientConfig{Endpoints: cfg.EtcdServers})
 	}

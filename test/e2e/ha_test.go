@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -105,34 +106,6 @@ func haEtcd(t *testing.T) string {
 		case <-deadline:
 			t.Fatalf("etcd at %s not healthy after %s:\n%s", client, readyTimeout, tail(out.String(), 20))
 		case <-tick.C:
-		}
-	}
-}
-
-// copyDir copies the regular files of src into dst, keeping their modes.
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, info.Mode().Perm()); err != nil {
-			t.Fatal(err)
 		}
 	}
 }
@@ -244,20 +217,28 @@ func TestHA(t *testing.T) {
 	// duration.
 	waitLeaseHolders(t, clientA, idA, haLeaseDuration)
 
-	// b shares a's credentials and the built-in driver's directory, as
-	// servers of one cluster do.
-	dirB := t.TempDir()
-	copyDir(t, filepath.Join(a.DataDir, "pki"), filepath.Join(dirB, "pki"))
-	b := startServer(t, serverOptions{DataDir: dirB, Args: append(append([]string(nil), args...), "--storage-dir", a.StorageDir)})
+	// b joins with only the etcd endpoints and a's cluster token (and the
+	// built-in driver's directory, which servers of one cluster share).
+	b := startServer(t, serverOptions{Args: append(append([]string(nil), args...), "--storage-dir", a.StorageDir,
+		"--token-file", filepath.Join(a.DataDir, "token"))})
+	// b serves a's CA: a's admin kubeconfig works against it.
+	aAtB, err := clientcmd.BuildConfigFromFlags(b.URL, a.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(aAtB).CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
+		t.Fatalf("a's admin kubeconfig against b: %v", err)
+	}
 	idB := b.identity(t)
 	if idA == idB {
 		t.Fatalf("both servers have identity %q", idA)
 	}
 	clientB := b.Clientset(t)
 
-	// The agent talks to b, which survives.
+	// The agent knows both servers and fails over from a, which is killed
+	// below, to b.
 	const node = "ha-node"
-	startAgent(t, b, node, t.TempDir(), "--runtime=none")
+	startAgent(t, b, node, t.TempDir(), "--runtime=none", "--server", a.URL, "--server", b.URL)
 	eventually(t, node+" Ready", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		n, err := clientB.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 		if err != nil {
