@@ -3,9 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,96 +18,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"knode/internal/server"
-	"knode/internal/storage/etcd"
+	"knode/internal/storage/etcd/etcdtest"
 )
 
 // waitLimit bounds every wait of these tests; nothing should take half.
 const waitLimit = 30 * time.Second
-
-// etcdBinary finds an etcd for the tests of servers sharing storage:
-// $KNODE_ETCD_BINARY, else etcd on PATH; without one the test is skipped
-// unless KNODE_REQUIRE_EXTERNAL_ETCD=1.
-func etcdBinary(t *testing.T) string {
-	if bin := os.Getenv("KNODE_ETCD_BINARY"); bin != "" {
-		return bin
-	}
-	if bin, err := exec.LookPath("etcd"); err == nil {
-		return bin
-	}
-	if os.Getenv("KNODE_REQUIRE_EXTERNAL_ETCD") == "1" {
-		t.Fatal("KNODE_REQUIRE_EXTERNAL_ETCD=1 but no etcd binary: set KNODE_ETCD_BINARY or put etcd on PATH")
-	}
-	t.Skip("no etcd binary (set KNODE_ETCD_BINARY or put etcd on PATH)")
-	return ""
-}
-
-// startEtcd runs a single-member etcd on loopback ports with a data
-// directory of the test's, killed when the test ends, and returns its
-// client URL once it answers.
-func startEtcd(t *testing.T) string {
-	bin := etcdBinary(t)
-	dir := t.TempDir()
-	// Both ports are held until both are known, so they differ.
-	var ports []int
-	var listeners []net.Listener
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range listeners {
-		l.Close()
-	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	logPath := filepath.Join(dir, "etcd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin, "--name=knode-test", "--data-dir="+filepath.Join(dir, "data"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=knode-test="+peer,
-		"--heartbeat-interval=10", "--election-timeout=100")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("etcd log (tail):\n%s", tailLines(string(b), 20))
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	ready := make(chan error, 1)
-	go func() {
-		s, err := etcd.NewClient(ctx, etcd.ClientConfig{Endpoints: []string{client}})
-		if err == nil {
-			s.Close()
-		}
-		ready <- err
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatalf("etcd at %s not ready: %v", client, err)
-		}
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("%s exited early: %v", bin, err)
-	}
-	return client
-}
 
 func tailLines(s string, n int) string {
 	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -267,7 +179,7 @@ func registeredEvents(t *testing.T, c kubernetes.Interface, node string) int {
 // afresh; when the other loses its Lease while running, it stops its
 // controllers, campaigns again, and a new term starts new ones.
 func TestTwoServersOneEtcd(t *testing.T) {
-	endpoint := startEtcd(t)
+	endpoint := etcdtest.Start(t)
 	a := runServer(t, elected(endpoint, "host_a"))
 	waitHolders(t, a.client, "host_a")
 	b := runServer(t, elected(endpoint, "host_b"))

@@ -3,11 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"knode/internal/storage/etcd/etcdtest"
 )
 
 // The HA tests' leader election: a lease of 4 s, renewed every second,
@@ -32,82 +29,6 @@ const (
 var haLeaderArgs = []string{
 	"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s",
 	"--node-monitor-period=1s", "--node-monitor-grace-period=4s",
-}
-
-// haEtcd runs Debian's etcd (or $KNODE_ETCD_BINARY) as a one-member
-// cluster on loopback ports with a data directory of the test's, killed
-// when the test ends, and returns its client URL once it serves. Without
-// an etcd binary the test is skipped, unless KNODE_REQUIRE_EXTERNAL_ETCD=1.
-func haEtcd(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("KNODE_ETCD_BINARY")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("etcd"); err != nil {
-			if os.Getenv("KNODE_REQUIRE_EXTERNAL_ETCD") == "1" {
-				t.Fatal("KNODE_REQUIRE_EXTERNAL_ETCD=1 but no etcd binary: set KNODE_ETCD_BINARY or put etcd on PATH")
-			}
-			t.Skip("no etcd binary (set KNODE_ETCD_BINARY or put etcd on PATH)")
-		}
-	}
-	dir := t.TempDir()
-	// Both ports are held until both are known, so that they differ.
-	var ports []int
-	var listeners []net.Listener
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range listeners {
-		l.Close()
-	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	out := &syncBuffer{}
-	cmd := exec.Command(bin, "--name=knode-ha", "--data-dir="+filepath.Join(dir, "data"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=knode-ha="+peer)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("--- etcd log (tail) ---\n%s", tail(out.String(), 20))
-		}
-	})
-	// etcd answers /health once it has a leader.
-	httpClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.After(readyTimeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if resp, err := httpClient.Get(client + "/health"); err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 && strings.Contains(string(body), `"health":"true"`) {
-				return client
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("%s exited early:\n%s", bin, tail(out.String(), 20))
-		case <-deadline:
-			t.Fatalf("etcd at %s not healthy after %s:\n%s", client, readyTimeout, tail(out.String(), 20))
-		case <-tick.C:
-		}
-	}
 }
 
 var campaignLine = regexp.MustCompile(`msg="campaigning for the lease" lease=kube-system/kube-controller-manager identity=(\S+)`)
@@ -208,7 +129,7 @@ func healthy(t *testing.T, c kubernetes.Interface, name string) {
 // server runs the controllers and the scheduler, and when it is killed the
 // other takes both Leases over and the node stays Ready.
 func TestHA(t *testing.T) {
-	endpoint := haEtcd(t)
+	endpoint := etcdtest.Start(t)
 	args := append([]string{"--etcd-servers", endpoint}, haLeaderArgs...)
 	a := startServer(t, serverOptions{Args: args})
 	idA := a.identity(t)

@@ -3,10 +3,6 @@ package bootstrap
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,94 +10,8 @@ import (
 
 	"knode/internal/auth"
 	"knode/internal/storage/etcd"
+	"knode/internal/storage/etcd/etcdtest"
 )
-
-// etcdBinary finds an etcd binary as internal/storage/etcd's tests do:
-// $KNODE_ETCD_BINARY, else etcd on PATH; without one the test is skipped,
-// or fails under KNODE_REQUIRE_EXTERNAL_ETCD=1.
-func etcdBinary(t *testing.T) string {
-	if bin := os.Getenv("KNODE_ETCD_BINARY"); bin != "" {
-		return bin
-	}
-	if bin, err := exec.LookPath("etcd"); err == nil {
-		return bin
-	}
-	if os.Getenv("KNODE_REQUIRE_EXTERNAL_ETCD") == "1" {
-		t.Fatalf("KNODE_REQUIRE_EXTERNAL_ETCD=1 but no etcd binary: set KNODE_ETCD_BINARY or put etcd on PATH")
-	}
-	t.Skip("no etcd binary (set KNODE_ETCD_BINARY or put etcd on PATH)")
-	return ""
-}
-
-// startEtcd runs an etcd process as a one-member cluster on loopback ports
-// that were free a moment before, with a data directory of the test's,
-// killed when the test ends, and returns its client URL once it answers.
-func startEtcd(t *testing.T) string {
-	bin := etcdBinary(t)
-	dir := t.TempDir()
-	var ports []int
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	logPath := filepath.Join(dir, "etcd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin,
-		"--name=bootstrap-test",
-		"--data-dir="+filepath.Join(dir, "data"),
-		"--listen-client-urls="+client,
-		"--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer,
-		"--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=bootstrap-test="+peer,
-		"--heartbeat-interval=10",
-		"--election-timeout=100",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("etcd log:\n%s", b)
-		}
-	})
-	ready := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s, err := etcd.NewClient(ctx, etcd.ClientConfig{Endpoints: []string{client}})
-		if err == nil {
-			s.Close()
-		}
-		ready <- err
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatalf("etcd at %s not ready: %v", client, err)
-		}
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("%s exited early: %v", bin, err)
-	}
-	return client
-}
 
 // connect opens a client of its own on endpoint, as another server would.
 func connect(t *testing.T, endpoint string) EtcdStore {
@@ -120,7 +30,7 @@ func connect(t *testing.T, endpoint string) EtcdStore {
 // etcd process share one CA, whether one joins the other or they start at
 // the same moment.
 func TestEnsureExternalEtcd(t *testing.T) {
-	endpoint := startEtcd(t)
+	endpoint := etcdtest.Start(t)
 
 	t.Run("join", func(t *testing.T) {
 		a, b := newServer(t), newServer(t)

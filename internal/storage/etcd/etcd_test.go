@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"knode/internal/storage"
+	"knode/internal/storage/etcd/etcdtest"
 	"knode/internal/storage/storagetest"
 )
 
@@ -234,105 +234,10 @@ func TestKillNineDurability(t *testing.T) {
 	checkKeys(t, s, "/crash/", acked+1, lastRev)
 }
 
-// etcdBinary finds an etcd binary for the external-cluster tests:
-// $KNODE_ETCD_BINARY, else etcd on PATH.
-func etcdBinary(t *testing.T) string {
-	if bin := os.Getenv("KNODE_ETCD_BINARY"); bin != "" {
-		return bin
-	}
-	bin, err := exec.LookPath("etcd")
-	if err == nil {
-		return bin
-	}
-	if os.Getenv("KNODE_REQUIRE_EXTERNAL_ETCD") == "1" {
-		t.Fatalf("KNODE_REQUIRE_EXTERNAL_ETCD=1 but no etcd binary: set KNODE_ETCD_BINARY or put etcd on PATH")
-	}
-	t.Skip("no etcd binary (set KNODE_ETCD_BINARY or put etcd on PATH)")
-	return ""
-}
-
-// freePorts returns n TCP ports on 127.0.0.1 that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
-// startEtcd runs bin as a single-member cluster on loopback with its own
-// data directory, and kills it when the test ends. It returns the client URL.
-func startEtcd(t *testing.T, bin string) string {
-	dir := t.TempDir()
-	ports := freePorts(t, 2)
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	logPath := filepath.Join(dir, "etcd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin,
-		"--name=knode-test",
-		"--data-dir="+filepath.Join(dir, "data"),
-		"--listen-client-urls="+client,
-		"--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer,
-		"--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=knode-test="+peer,
-		"--heartbeat-interval=10",
-		"--election-timeout=100",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("etcd log:\n%s", b)
-		}
-	})
-
-	// The client waits for the server to listen (gRPC wait-for-ready), so
-	// one call with a deadline is enough.
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	ready := make(chan error, 1)
-	go func() {
-		s, err := NewClient(ctx, ClientConfig{Endpoints: []string{client}})
-		if err == nil {
-			s.Close()
-		}
-		ready <- err
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatalf("etcd at %s not ready: %v", client, err)
-		}
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("%s exited early: %v", bin, err)
-	}
-	return client
-}
-
 // TestExternalConformance runs the suite through NewClient against a real
 // etcd process, shared by every subtest.
 func TestExternalConformance(t *testing.T) {
-	bin := etcdBinary(t)
-	endpoint := startEtcd(t, bin)
+	endpoint := etcdtest.Start(t)
 	storagetest.Run(t, func(t *testing.T) storage.Interface {
 		s, err := NewClient(t.Context(), ClientConfig{Endpoints: []string{endpoint}})
 		if err != nil {
@@ -344,7 +249,7 @@ func TestExternalConformance(t *testing.T) {
 }
 
 func TestNewClientUnreachable(t *testing.T) {
-	port := freePorts(t, 1)[0]
+	port := etcdtest.FreePorts(t, 1)[0]
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	_, err := NewClient(ctx, ClientConfig{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", port)}})
