@@ -122,11 +122,11 @@ func hasContainer(pod *corev1.Pod, name string) bool {
 // kubelet registers them (/run: POST only).
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
-	allowed := "GET, POST"
+	allowed, ok := "GET, POST", r.Method == http.MethodGet || r.Method == http.MethodPost
 	if strings.HasPrefix(path, runPrefix) {
-		allowed = "POST"
+		allowed, ok = "POST", r.Method == http.MethodPost
 	}
-	if !strings.Contains(allowed, r.Method) {
+	if !ok {
 		w.Header().Set("Allow", allowed)
 		writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			fmt.Sprintf("method %s is not allowed on path %q; use %s", r.Method, path, allowed))

@@ -138,6 +138,11 @@ func TestStreams(t *testing.T) {
 	if r := do(t, c, http.MethodPost, url(s, "/run/default/web/main?cmd=sh+-c+env")); r.code != 200 || !strings.Contains(string(r.body), "GREETING=hello") {
 		t.Errorf("/run: %d %s", r.code, r.body)
 	}
+	for _, tc := range []struct{ method, path string }{{http.MethodPut, "/exec/default/web/main"}, {http.MethodGet, "/run/default/web/main"}, {"GE", "/portForward/default/web"}} {
+		if r := do(t, c, tc.method, url(s, tc.path)); r.code != http.StatusMethodNotAllowed {
+			t.Errorf("%s %s: %d, want 405", tc.method, tc.path, r.code)
+		}
+	}
 	for path, want := range map[string]string{
 		"/exec/default/ghost/main?command=ls&output=1": "pod does not exist",
 		"/exec/default/web/other?command=ls&output=1":  `container "other" not found in pod "web"`,
