@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -38,8 +39,12 @@ type Streamer interface {
 	PortForward(ctx context.Context, uid types.UID, port int32, stream io.ReadWriteCloser) error
 }
 
+// ErrContainerNotFound: the pod has no container of that name (exec,
+// port-forward and KillContainer of either runtime wrap it).
+var ErrContainerNotFound = errors.New("container not found in the pod")
+
 // ErrContainerNotRunning is returned for a session on a container that
-// has no running process.
+// has no running process, by either runtime.
 type ErrContainerNotRunning struct{ Container string }
 
 func (e ErrContainerNotRunning) Error() string {

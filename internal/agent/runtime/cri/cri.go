@@ -528,7 +528,7 @@ func (r *Runtime) KillContainer(_ context.Context, uid types.UID, container stri
 	i := slices.IndexFunc(p.ctrs, func(c *ctr) bool { return c.name == container })
 	if i < 0 {
 		r.mu.Unlock()
-		return fmt.Errorf("killing container %s of pod %s: the pod has no such container", container, uid)
+		return fmt.Errorf("killing container %s of pod %s: %w", container, uid, runtime.ErrContainerNotFound)
 	}
 	if !slices.Contains(p.plan.Running(), i) || p.ctrs[i].id == "" {
 		r.mu.Unlock()

@@ -17,10 +17,6 @@ import (
 
 // Errors of the calls into a pod's containers.
 var (
-	// ErrContainerNotFound: the pod has no container of that name.
-	ErrContainerNotFound = errors.New("container not found in the pod")
-	// ErrContainerNotRunning: the container exists but does not run.
-	ErrContainerNotRunning = errors.New("container is not running")
 	// ErrNoSandbox: the pod's sandbox is not running.
 	ErrNoSandbox = errors.New("pod has no running sandbox")
 )
@@ -47,10 +43,10 @@ func (r *Runtime) runningContainerID(uid types.UID, name string) (string, error)
 	}
 	i := slices.IndexFunc(p.ctrs, func(c *ctr) bool { return c.name == name })
 	if i < 0 {
-		return "", fmt.Errorf("pod %s container %q: %w", uid, name, ErrContainerNotFound)
+		return "", fmt.Errorf("pod %s container %q: %w", uid, name, runtime.ErrContainerNotFound)
 	}
 	if !slices.Contains(p.plan.Running(), i) || p.ctrs[i].id == "" {
-		return "", fmt.Errorf("pod %s container %q: %w", uid, name, ErrContainerNotRunning)
+		return "", fmt.Errorf("pod %s: %w", uid, runtime.ErrContainerNotRunning{Container: name})
 	}
 	return p.ctrs[i].id, nil
 }

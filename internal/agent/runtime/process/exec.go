@@ -59,7 +59,7 @@ func (r *Runtime) target(uid types.UID, container string) (execTarget, error) {
 		}
 		return t, nil
 	}
-	return execTarget{}, fmt.Errorf("container %q not found in pod %s", container, uid)
+	return execTarget{}, fmt.Errorf("container %q of pod %s: %w", container, uid, runtime.ErrContainerNotFound)
 }
 
 // Exec implements runtime.Streamer: argv runs as a new process with the
@@ -308,5 +308,5 @@ func (r *Runtime) KillContainer(_ context.Context, uid types.UID, container stri
 		}()
 		return nil
 	}
-	return fmt.Errorf("killing container %s of pod %s: the pod has no such container", container, uid)
+	return fmt.Errorf("killing container %s of pod %s: %w", container, uid, runtime.ErrContainerNotFound)
 }

@@ -57,8 +57,8 @@ func TestExec(t *testing.T) {
 	if _, err := r.Exec(ctx, pod.UID, "main", []string{"no-such-command-here"}, runtime.ExecStreams{Stdout: &out}); err == nil || !strings.Contains(err.Error(), "no-such-command-here") {
 		t.Errorf("a missing command: %v", err)
 	}
-	if _, err := r.Exec(ctx, pod.UID, "other", []string{"true"}, runtime.ExecStreams{Stdout: &out}); err == nil {
-		t.Error("exec in a container the pod lacks succeeded")
+	if _, err := r.Exec(ctx, pod.UID, "other", []string{"true"}, runtime.ExecStreams{Stdout: &out}); err == nil || !errors.Is(err, runtime.ErrContainerNotFound) {
+		t.Errorf("exec in a container the pod lacks: %v, want ErrContainerNotFound", err)
 	}
 	if _, err := r.Exec(ctx, "nope", "main", []string{"true"}, runtime.ExecStreams{Stdout: &out}); !errors.Is(err, runtime.ErrPodNotFound) {
 		t.Errorf("exec in an unknown pod: %v", err)
@@ -195,8 +195,8 @@ func TestKillContainer(t *testing.T) {
 	if end.ExitCode != 137 || end.Message != "failed liveness" {
 		t.Errorf("end %+v, want 137 Probed \"failed liveness\"", end)
 	}
-	if err := r.KillContainer(ctx, pod.UID, "nope", 0, "", ""); err == nil {
-		t.Error("killing a container the pod lacks succeeded")
+	if err := r.KillContainer(ctx, pod.UID, "nope", 0, "", ""); err == nil || !errors.Is(err, runtime.ErrContainerNotFound) {
+		t.Errorf("killing a container the pod lacks: %v, want ErrContainerNotFound", err)
 	}
 	if err := r.KillContainer(ctx, "ghost", "main", 0, "", ""); !errors.Is(err, runtime.ErrPodNotFound) {
 		t.Errorf("killing in an unknown pod: %v", err)
