@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -102,6 +104,17 @@ func (w *codeWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *codeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection to an upgrade (exec, attach, port-forward
+// proxied to an agent), which then answers 101 itself; the upgrade
+// proxy needs http.Hijacker on the writer it is given.
+func (w *codeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.code == 0 {
+		w.code = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
+}
 
 // serveMeasured serves a resource request and records its outcome.
 func (s *Server) serveMeasured(w http.ResponseWriter, r *http.Request, a auth.Attributes) {

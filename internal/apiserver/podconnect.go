@@ -1,9 +1,7 @@
 package apiserver
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -287,20 +285,9 @@ func (s *Server) proxyToAgent(w http.ResponseWriter, r *http.Request, u *url.URL
 	h := proxy.NewUpgradeAwareHandler(u, rt, false, upgradeRequired, agentProxyResponder{node: nodeName})
 	h.UseRequestLocation = false
 	h.MaxBytesPerSec = 0
-	h.ServeHTTP(hijackableWriter{w}, out)
+	h.ServeHTTP(w, out)
 	return nil
 }
-
-// hijackableWriter lets the proxy take over a connection through writers
-// that wrap the server's own (the metrics' codeWriter) and do not
-// implement http.Hijacker themselves.
-type hijackableWriter struct{ http.ResponseWriter }
-
-func (w hijackableWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(w.ResponseWriter).Hijack()
-}
-
-func (w hijackableWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
 
 // agentProxyResponder writes a failure to reach an agent as a Status.
 type agentProxyResponder struct{ node string }
