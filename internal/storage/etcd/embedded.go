@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
@@ -16,23 +17,27 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 )
 
-// EmbeddedConfig configures an etcd server run inside this process as a
-// single-member cluster.
+// EmbeddedConfig configures an etcd server run inside this process: a lone
+// member with no sockets (Peer nil), or a member of a cluster (Peer set).
 type EmbeddedConfig struct {
 	// DataDir holds the server's data (created if missing, mode 0700).
 	// Required. Reopening the same DataDir resumes the same cluster.
 	DataDir string
 	// Name is the member name; default "knode". Keep it stable across
-	// restarts of one DataDir.
+	// restarts of one DataDir. In a cluster every member needs its own,
+	// without '=' or ','.
 	Name string
-	// HeartbeatInterval is raft's tick; default 10ms. ElectionTimeout is
-	// the time without a leader before the member campaigns; default
-	// 100ms, and at least 5 heartbeats. The member is alone, so no other
-	// member can be disturbed by short values: they only decide how fast
-	// it elects itself at start, which makes it ready in well under a
-	// second.
+	// HeartbeatInterval is raft's tick; ElectionTimeout is the time
+	// without a leader before the member campaigns, at least 5 heartbeats.
+	// A lone member defaults to 10ms and 100ms: no other member can be
+	// disturbed by short values, they only decide how fast it elects
+	// itself at start, which makes it ready in well under a second. A
+	// cluster member defaults to etcd's 100ms and 1000ms, which every
+	// member of one cluster should share; they must cover the round trip
+	// between members and a slow fsync.
 	HeartbeatInterval time.Duration
 	ElectionTimeout   time.Duration
 	// QuotaBackendBytes caps the database size; 0 means etcd's default
@@ -40,17 +45,30 @@ type EmbeddedConfig struct {
 	QuotaBackendBytes int64
 	// Logger receives etcd's logs; nil means errors only, to stderr.
 	Logger *zap.Logger
+	// Peer, when set, makes the member listen for and talk to peers (a
+	// cluster member); nil keeps today's lone member with no sockets.
+	Peer *PeerConfig
+	// Clock paces a cluster member's check that it still has a leader (see
+	// NewEmbedded); nil means the real clock.
+	Clock clock.WithTicker
 }
 
 func (c EmbeddedConfig) withDefaults() EmbeddedConfig {
 	if c.Name == "" {
 		c.Name = "knode"
 	}
+	heartbeat, election := 10*time.Millisecond, 100*time.Millisecond
+	if c.Peer != nil {
+		heartbeat, election = 100*time.Millisecond, time.Second
+	}
 	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = 10 * time.Millisecond
+		c.HeartbeatInterval = heartbeat
 	}
 	if c.ElectionTimeout == 0 {
-		c.ElectionTimeout = 100 * time.Millisecond
+		c.ElectionTimeout = election
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	return c
 }
@@ -74,6 +92,12 @@ func (c EmbeddedConfig) Validate() error {
 	if c.QuotaBackendBytes < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("quotaBackendBytes"), c.QuotaBackendBytes, "must not be negative"))
 	}
+	if c.Peer != nil {
+		if strings.ContainsAny(c.Name, "=,") {
+			errs = append(errs, field.Invalid(field.NewPath("name"), c.Name, "must not contain '=' or ',' in a cluster member"))
+		}
+		errs = append(errs, c.Peer.validate(field.NewPath("peer"), c.Name)...)
+	}
 	return errs.ToAggregate()
 }
 
@@ -82,8 +106,10 @@ func (c EmbeddedConfig) Validate() error {
 // cluster IDs from it, so it must stay the same for the life of a DataDir.
 const notListened = "http://localhost:2380"
 
-// embedConfig turns c (defaults applied) into etcd's configuration: no
-// client, peer or metrics listener, fsync on, auto-compaction off.
+// embedConfig turns c (defaults applied) into etcd's configuration: fsync
+// on, auto-compaction off, no metrics listener; for a lone member no client
+// or peer listener either, for a cluster member those of c.Peer (see
+// PeerConfig.apply).
 func embedConfig(c EmbeddedConfig) *embed.Config {
 	ec := embed.NewConfig()
 	ec.Name = c.Name
@@ -100,20 +126,34 @@ func embedConfig(c EmbeddedConfig) *embed.Config {
 	ec.ListenClientHttpUrls = nil
 	ec.ListenMetricsUrls = nil
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	if c.Peer != nil {
+		c.Peer.apply(ec)
+	}
 
 	// Durability: every acknowledged write is fsynced to the WAL.
 	ec.UnsafeNoFsync = false
 	// Compaction is knode's job (storage.Compactor); "0" turns etcd's off.
 	ec.AutoCompactionRetention = "0"
 
-	lg := c.Logger
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(memberLogger(c.Logger, nil))
+	ec.Logger = "zap"
+	return ec
+}
+
+// memberLogger is the logger etcd gets: lg (nil: errorLogger) without
+// etcd's start-up noise, and, when removed is not nil, reporting to it that
+// the cluster removed this member.
+func memberLogger(lg *zap.Logger, removed *atomic.Bool) *zap.Logger {
 	if lg == nil {
 		lg = errorLogger()
 	}
-	lg = lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return startupNoiseFilter{c} }))
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
-	ec.Logger = "zap"
-	return ec
+	return lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		c = startupNoiseFilter{c}
+		if removed != nil {
+			c = removalCore{Core: c, removed: removed}
+		}
+		return c
+	}))
 }
 
 // errorLogger logs etcd's errors, and nothing less, to stderr.
@@ -172,9 +212,28 @@ var (
 const lockName = "knode.lock"
 
 // NewEmbedded starts an embedded etcd server in DataDir and returns a Store
-// that talks to it through an in-process client: no socket is opened for
-// clients or peers. It blocks until the server can serve writes or ctx
-// ends. Close the Store to stop the server.
+// that talks to it through an in-process client. A lone member (Peer nil)
+// opens no socket for clients or peers. A cluster member listens on
+// Peer.URL (and Peer.ClientURL); its Store's watches require a leader, so a
+// member cut off from its peers ends them with an error after three
+// election timeouts instead of going silent, and its reads and writes fail
+// (etcd's request timeout, about 5s plus two election timeouts, or ctx)
+// rather than answer from a stale copy.
+//
+// It blocks until the server can serve writes or ctx ends. A member of a new
+// cluster is ready only once a quorum of InitialCluster has started, and a
+// joining member only once the cluster let it in, so give ctx a deadline:
+// when it ends, NewEmbedded stops the member and returns ctx's error. (A
+// start still inside etcd's bootstrap, which does not take ctx, is stopped
+// in the background, and DataDir stays locked, ErrDataDirInUse, until it
+// is.) The data directory keeps what the member wrote, so the next start
+// resumes as that member. A restarted cluster member whose data knows it
+// under another peer URL than Peer.URL (a lone member's data, or a changed
+// address) has the cluster update its URL before NewEmbedded returns.
+//
+// Errors to branch on: ErrDataDirInUse; ErrMemberRemoved when the cluster
+// removed the member DataDir holds; ErrServerStopped.
+// Close the Store to stop the server.
 func NewEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("etcd: invalid embedded config: %w", err)
@@ -183,6 +242,14 @@ func NewEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Store, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("etcd: creating data directory: %w", err)
 	}
+	ec := embedConfig(cfg)
+	var removed atomic.Bool
+	if cfg.Peer != nil {
+		if err := cfg.Peer.checkStart(field.NewPath("peer"), cfg.DataDir); err != nil {
+			return nil, fmt.Errorf("etcd: invalid embedded config: %w", err)
+		}
+		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(memberLogger(cfg.Logger, &removed))
+	}
 	lock, err := fileutil.TryLockFile(filepath.Join(cfg.DataDir, lockName), os.O_WRONLY|os.O_CREATE, 0o600)
 	if errors.Is(err, fileutil.ErrLocked) {
 		return nil, fmt.Errorf("%w: %s", ErrDataDirInUse, cfg.DataDir)
@@ -190,9 +257,8 @@ func NewEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd: locking data directory: %w", err)
 	}
-	e, err := embed.StartEtcd(embedConfig(cfg))
+	e, err := startEtcd(ctx, ec, func() { lock.Close() })
 	if err != nil {
-		lock.Close()
 		return nil, fmt.Errorf("etcd: starting embedded server in %s: %w", cfg.DataDir, err)
 	}
 	stop := func() {
@@ -203,6 +269,9 @@ func NewEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Store, error) {
 	case <-e.Server.ReadyNotify():
 	case <-e.Server.StopNotify():
 		stop()
+		if removed.Load() {
+			return nil, fmt.Errorf("%w: member %s, data directory %s", ErrMemberRemoved, e.Server.MemberID(), cfg.DataDir)
+		}
 		return nil, ErrServerStopped
 	case err := <-e.Err():
 		stop()
@@ -211,8 +280,51 @@ func NewEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Store, error) {
 		stop()
 		return nil, fmt.Errorf("etcd: waiting for the embedded server: %w", ctx.Err())
 	}
-	return &Store{
-		client:  v3client.New(e.Server),
-		onClose: stop,
-	}, nil
+	if cfg.Peer == nil {
+		return &Store{
+			client:  v3client.New(e.Server),
+			onClose: stop,
+		}, nil
+	}
+	s := &Store{
+		client:        memberClient(e.Server, cfg.Clock, cfg.ElectionTimeout),
+		requireLeader: true,
+		onClose:       stop,
+	}
+	if err := adoptPeerURL(ctx, e.Server, s.client, cfg.Peer.URL); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// startEtcd runs embed.StartEtcd, which can block for seconds while a
+// joining member asks its peers about the cluster, but returns when ctx
+// ends. release runs once the server is no more: here on failure, or in
+// the background after a start that ctx abandoned.
+func startEtcd(ctx context.Context, ec *embed.Config, release func()) (*embed.Etcd, error) {
+	type result struct {
+		e   *embed.Etcd
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		e, err := embed.StartEtcd(ec)
+		done <- result{e, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			release()
+		}
+		return r.e, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.e != nil {
+				r.e.Close()
+			}
+			release()
+		}()
+		return nil, ctx.Err()
+	}
 }

@@ -5,15 +5,23 @@
 // What it owns: mapping the storage contract onto etcd transactions (create,
 // compare-and-swap update and delete), ranged reads with continue tokens,
 // watches, and compaction; and, for the embedded server, starting it with
-// durable settings (fsync stays on), no listening socket at all, and an
-// exclusive lock on its data directory.
+// durable settings (fsync stays on) and an exclusive lock on its data
+// directory, either as a lone member with no listening socket at all, or as
+// a member of a cluster of embedded servers (EmbeddedConfig.Peer): peer
+// traffic over mutual TLS from one CA, membership changes (Members,
+// AddMember, RemoveMember) under etcd's strict quorum check, and telling a
+// removed member's data directory apart (ErrMemberRemoved).
 //
 // What callers must do: Close the Store, which also stops an embedded
 // server. Keys are used as given, so several knode clusters sharing one
-// external etcd must use different key prefixes.
+// external etcd must use different key prefixes. For a cluster: make the
+// certificates, give NewEmbedded a deadline, and carry AddMember's answer to
+// the joining member (the join protocol is the caller's). To replace a dead
+// member, remove it first, then add the new one.
 //
 // What it does not do: compact by itself (see storage.Compactor; etcd's own
-// auto-compaction is left off), retry failed writes, or cache reads.
+// auto-compaction is left off), retry failed writes or refused membership
+// changes, cache reads, add learners, or remove dead members by itself.
 package etcd
 
 import (
