@@ -45,7 +45,7 @@ func TestX509Authenticator(t *testing.T) {
 	}
 	servingPEM := encodeCertPEM(p.TLSConfig().Certificates[0].Leaf)
 	// IssueClientCert refuses an empty CN; sign one directly.
-	noCN, _, err := p.issue(leafSpec{usage: x509.ExtKeyUsageClientAuth, organizations: []string{"g"}}, t0, time.Hour)
+	noCN, _, err := p.issue(leafSpec{usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, organizations: []string{"g"}}, t0, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

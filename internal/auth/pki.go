@@ -41,6 +41,10 @@ const (
 	// client credentials towards node agents, as kubeadm names them.
 	KubeletClientCertFile = "apiserver-kubelet-client.crt"
 	KubeletClientKeyFile  = "apiserver-kubelet-client.key"
+	// EtcdPeerCertFile and EtcdPeerKeyFile are an embedded etcd member's
+	// pair towards its peers (EnsurePeerPair).
+	EtcdPeerCertFile = "etcd-peer.crt"
+	EtcdPeerKeyFile  = "etcd-peer.key"
 )
 
 // Lifetimes of what EnsurePKI and IssueClientCert create.
@@ -104,7 +108,7 @@ type leafSpec struct {
 	organizations []string
 	dnsNames      []string
 	ips           []net.IP
-	usage         x509.ExtKeyUsage
+	usages        []x509.ExtKeyUsage
 }
 
 // EnsurePKI loads the CA, serving, admin and kubelet-client credentials
@@ -165,7 +169,7 @@ func openPKI(cfg PKIConfig, create bool) (*PKI, error) {
 		commonName: "knode",
 		dnsNames:   dnsNames,
 		ips:        ips,
-		usage:      x509.ExtKeyUsageServerAuth,
+		usages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	certPEM, keyPEM, err := p.ensureLeaf(cfg.Dir, ServingCertFile, ServingKeyFile, serving, now, create)
 	if err != nil {
@@ -174,11 +178,14 @@ func openPKI(cfg PKIConfig, create bool) (*PKI, error) {
 	if p.serving, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		return nil, fmt.Errorf("auth: %s: %w", ServingCertFile, err)
 	}
+	// The CA goes out with the serving certificate, so that a joining
+	// server can check it against the hash its cluster token pins.
+	p.serving.Certificate = append(p.serving.Certificate, p.caCert.Raw)
 
 	admin := leafSpec{
 		commonName:    AdminUser,
 		organizations: []string{MastersGroup},
-		usage:         x509.ExtKeyUsageClientAuth,
+		usages:        []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	p.adminCertPEM, p.adminKeyPEM, err = p.ensureLeaf(cfg.Dir, AdminCertFile, AdminKeyFile, admin, now, create)
 	if err != nil {
@@ -188,7 +195,7 @@ func openPKI(cfg PKIConfig, create bool) (*PKI, error) {
 	kubeletClient := leafSpec{
 		commonName:    KubeletClientUser,
 		organizations: []string{MastersGroup},
-		usage:         x509.ExtKeyUsageClientAuth,
+		usages:        []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	certPEM, keyPEM, err = p.ensureLeaf(cfg.Dir, KubeletClientCertFile, KubeletClientKeyFile, kubeletClient, now, create)
 	switch {
@@ -205,6 +212,29 @@ func openPKI(cfg PKIConfig, create bool) (*PKI, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// EnsurePeerPair returns the files of an embedded etcd member's peer pair
+// in dir (EtcdPeerCertFile, EtcdPeerKeyFile), issuing a new pair from the
+// CA when they are missing or unusable as ensureLeaf judges them: valid
+// for both server and client authentication (a member is both to its
+// peers), CN "knode-etcd-peer", naming hosts besides localhost, 127.0.0.1
+// and ::1.
+func (p *PKI) EnsurePeerPair(dir string, hosts []string) (certFile, keyFile string, err error) {
+	dnsNames, ips, err := servingNames(hosts)
+	if err != nil {
+		return "", "", err
+	}
+	spec := leafSpec{
+		commonName: "knode-etcd-peer",
+		dnsNames:   dnsNames,
+		ips:        ips,
+		usages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	if _, _, err := p.ensureLeaf(dir, EtcdPeerCertFile, EtcdPeerKeyFile, spec, p.clock.Now(), true); err != nil {
+		return "", "", err
+	}
+	return filepath.Join(dir, EtcdPeerCertFile), filepath.Join(dir, EtcdPeerKeyFile), nil
 }
 
 // ensureCA loads the CA or, when ca.crt is absent and create is set,
@@ -334,8 +364,10 @@ func leafProblem(certPEM, keyPEM []byte, spec leafSpec, ca *x509.Certificate, no
 	if !now.Before(cert.NotAfter) || cert.NotAfter.Sub(now) < renewBefore {
 		return fmt.Errorf("expires at %s", cert.NotAfter.UTC().Format(time.RFC3339))
 	}
-	if !slices.Contains(cert.ExtKeyUsage, spec.usage) {
-		return errors.New("lacks the required extended key usage")
+	for _, u := range spec.usages {
+		if !slices.Contains(cert.ExtKeyUsage, u) {
+			return errors.New("lacks a required extended key usage")
+		}
 	}
 	if cert.Subject.CommonName != spec.commonName || !slices.Equal(cert.Subject.Organization, spec.organizations) {
 		return fmt.Errorf("subject %q is not the wanted one", cert.Subject.String())
@@ -462,7 +494,7 @@ func (p *PKI) IssueClientCert(user string, groups []string, ttl time.Duration) (
 	spec := leafSpec{
 		commonName:    user,
 		organizations: slices.Clone(groups),
-		usage:         x509.ExtKeyUsageClientAuth,
+		usages:        []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	return p.issue(spec, p.clock.Now(), ttl)
 }
@@ -537,7 +569,7 @@ func (p *PKI) issue(spec leafSpec, now time.Time, ttl time.Duration) (certPEM, k
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{spec.usage},
+		ExtKeyUsage:           spec.usages,
 		BasicConstraintsValid: true,
 		DNSNames:              spec.dnsNames,
 		IPAddresses:           spec.ips,

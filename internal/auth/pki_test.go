@@ -625,3 +625,46 @@ func TestSignCSR(t *testing.T) {
 		})
 	}
 }
+
+// TestEnsurePeerPair: the peer pair serves and authenticates (both usages),
+// names the hosts, is kept on the next call, and the serving chain carries
+// the CA for joining servers to pin.
+func TestEnsurePeerPair(t *testing.T) {
+	dir := t.TempDir()
+	clk := testingclock.NewFakePassiveClock(t0)
+	p := mustEnsure(t, PKIConfig{Dir: dir, Clock: clk})
+	certFile, keyFile, err := p.EnsurePeerPair(dir, []string{"10.1.2.3", "peer.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		opts := x509.VerifyOptions{Roots: p.CertPool(), CurrentTime: t0, KeyUsages: []x509.ExtKeyUsage{u}, DNSName: "peer.example"}
+		if _, err := pair.Leaf.Verify(opts); err != nil {
+			t.Errorf("usage %v: %v", u, err)
+		}
+	}
+	if err := MissingName(pair.Leaf, []string{"localhost"}, []net.IP{net.ParseIP("10.1.2.3"), net.ParseIP("127.0.0.1")}); err != nil {
+		t.Error(err)
+	}
+	before := readFile(t, dir, EtcdPeerCertFile)
+	if _, _, err := p.EnsurePeerPair(dir, []string{"10.1.2.3"}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, readFile(t, dir, EtcdPeerCertFile)) {
+		t.Error("a usable peer pair was reissued")
+	}
+	if _, _, err := p.EnsurePeerPair(dir, []string{"10.9.9.9"}); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(before, readFile(t, dir, EtcdPeerCertFile)) {
+		t.Error("a peer pair lacking a wanted address was kept")
+	}
+	chain := p.TLSConfig().Certificates[0].Certificate
+	if len(chain) != 2 || !bytes.Equal(chain[1], p.caCert.Raw) {
+		t.Errorf("serving chain has %d certificates, want the leaf and the CA", len(chain))
+	}
+}
