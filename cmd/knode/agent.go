@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
 
 	"knode/internal/agent"
@@ -73,23 +78,52 @@ func newAgentCommand() *cobra.Command {
 				return fmt.Errorf("--kubeconfig: %w", err)
 			}
 			log := logger(verbose)
-			if len(servers) > 0 {
+			ctx := cmd.Context()
+			urls := servers
+			if len(urls) == 0 {
+				if urls, err = kubeconfigServers(o.Kubeconfig); err != nil {
+					return fmt.Errorf("--kubeconfig: %w", err)
+				}
+			}
+			if len(servers) > 0 || len(urls) > 1 {
 				// Several servers: the agent talks to a balancer of its
-				// own on 127.0.0.1, which fails over between them.
-				lb, err := serverBalancer(servers, log)
+				// own on 127.0.0.1, which fails over between them, and
+				// learns the servers added later from default/kubernetes
+				// through it.
+				lb, err := serverBalancer(urls, log)
 				if err != nil {
 					return err
 				}
 				defer lb.Close()
-				go func() { _ = lb.Serve(cmd.Context()) }()
+				go func() { _ = lb.Serve(ctx) }()
 				restCfg.Host = "https://" + lb.Addr()
+				// The watch outlives any request timeout.
+				learnCfg := agentClientSettings(restCfg)
+				learnCfg.Timeout = 0
+				learnClient, err := kubernetes.NewForConfig(learnCfg)
+				if err != nil {
+					return err
+				}
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				learning := make(chan struct{})
+				go func() {
+					defer close(learning)
+					loadbalancer.Learn(ctx, learnClient, lb, log)
+				}()
+				defer func() {
+					cancel()
+					<-learning
+				}()
 			}
-			return runAgent(cmd.Context(), agentClientSettings(restCfg), settings, runtimeName, log, nil)
+			return runAgent(ctx, agentClientSettings(restCfg), settings, runtimeName, log, nil)
 		},
 	}
 	o.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
-	cmd.Flags().StringArrayVar(&servers, "server", nil, "an API server's URL (https://host:port), instead of the kubeconfig's; given more than once, the agent fails over between them through a balancer of its own on 127.0.0.1")
+	cmd.Flags().StringArrayVar(&servers, "server", nil, "an API server's URL (https://host:port), instead of the kubeconfig's; may be given more than once. "+
+		"Without it, every cluster entry of the kubeconfig whose certificate authority is the current context's cluster's names a server of the same cluster. "+
+		"Given --server, or with several servers, the agent fails over between them through a balancer of its own on 127.0.0.1 and learns further servers from the default/kubernetes Endpoints")
 	cmd.Flags().StringVar(&runtimeName, "runtime", runtimeProcess, `how pods run: "process" (each container a process on this machine) or "none" (register and report only)`)
 	return cmd
 }
@@ -531,7 +565,77 @@ func bootstrapServingCert(ctx context.Context, a *agent.Agent, client kubernetes
 	log.Info("serving a certificate of the cluster CA", "file", path)
 }
 
-// serverBalancer is the agent's balancer over the --server URLs.
+// kubeconfigServers are the API server URLs the kubeconfig at path names
+// for the cluster of its current context: that cluster's server first,
+// then the server of every other cluster entry whose certificate
+// authority (certificate-authority-data, or the contents of the
+// certificate-authority file) holds the same certificates, in the
+// entries' name order, each URL once. This is knode's reading of "a
+// kubeconfig may name several servers": entries that trust the same CA
+// are servers of one cluster, since knode's servers share the cluster CA.
+// An entry without a CA, or whose CA file cannot be read, matches
+// nothing; a current cluster without a readable CA gives its server
+// alone.
+func kubeconfigServers(path string) ([]string, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := clientcmd.ResolveLocalPaths(cfg); err != nil {
+		return nil, err
+	}
+	kctx, ok := cfg.Contexts[cfg.CurrentContext]
+	if !ok {
+		return nil, fmt.Errorf("current context %q: not found", cfg.CurrentContext)
+	}
+	current, ok := cfg.Clusters[kctx.Cluster]
+	if !ok {
+		return nil, fmt.Errorf("cluster %q of context %q: not found", kctx.Cluster, cfg.CurrentContext)
+	}
+	urls := []string{current.Server}
+	ca, err := clusterCA(current)
+	if err != nil || len(ca) == 0 {
+		// The client reports an unreadable CA; alone, the server is used
+		// as it always was.
+		return urls, nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Clusters)) {
+		c := cfg.Clusters[name]
+		if name == kctx.Cluster || c.Server == "" || slices.Contains(urls, c.Server) {
+			continue
+		}
+		if other, err := clusterCA(c); err == nil && bytes.Equal(other, ca) {
+			urls = append(urls, c.Server)
+		}
+	}
+	return urls, nil
+}
+
+// clusterCA is the DER of the certificates in c's certificate authority,
+// in order; nil when it has none.
+func clusterCA(c *clientcmdapi.Cluster) ([]byte, error) {
+	data := c.CertificateAuthorityData
+	if len(data) == 0 && c.CertificateAuthority != "" {
+		var err error
+		if data, err = os.ReadFile(c.CertificateAuthority); err != nil {
+			return nil, err
+		}
+	}
+	var der []byte
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return der, nil
+		}
+		if block.Type == "CERTIFICATE" {
+			der = append(der, block.Bytes...)
+		}
+	}
+}
+
+// serverBalancer is the agent's balancer over the servers' URLs (--server
+// or the kubeconfig's).
 func serverBalancer(urls []string, log *slog.Logger) (*loadbalancer.Balancer, error) {
 	var addrs []string
 	for _, raw := range urls {

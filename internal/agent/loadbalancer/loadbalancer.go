@@ -14,7 +14,10 @@
 // clock and the next server in the list becomes current; when all are
 // down, every one is tried again, current first. The list can be replaced
 // while running (SetServers: the members the agent learns), keeping the
-// current server when it is still in the list.
+// current server when it is still in the list. Learn keeps it in step
+// with the default/kubernetes Endpoints the servers publish (package
+// server/apiendpoints, which owns that object's shape and its reading;
+// it depends on nothing of the agent's).
 //
 // What it does not do: health-check servers in the background (a failed
 // dial is the only signal), balance load across healthy servers (one is
