@@ -96,6 +96,8 @@ type serverFlags struct {
 	leaseDuration      time.Duration
 	renewDeadline      time.Duration
 	retryPeriod        time.Duration
+	advertiseAddress   string
+	etcdCluster        server.EtcdCluster
 }
 
 func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
@@ -131,6 +133,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet, defaultDataDir string) {
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", election.DefaultLeaseDuration, "how long the other servers wait, after they last saw the leader renew a Lease, before they take it over (whole seconds)")
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", election.DefaultRenewDeadline, "how long the leader goes without renewing a Lease before it stops what runs under it; less than --leader-elect-lease-duration")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", election.DefaultRetryPeriod, "pause between attempts to acquire or renew a Lease; --leader-elect-renew-deadline must exceed 1.2 times it")
+	fs.StringVar(&f.advertiseAddress, "advertise-address", "", "IP address other servers and agents reach this server at (etcd peer traffic, and the default/kubernetes Endpoints); empty means --bind-address, or this host's first global address when that is 0.0.0.0 or ::")
 	fs.StringVar(&f.storageDir, "storage-dir", server.DefaultStorageDir, "data directory of the built-in CSI driver's volumes; every agent must see the same directory (this machine, or a shared mount)")
 }
 
@@ -140,6 +143,8 @@ func (f *serverFlags) config() (server.Config, error) {
 		BindAddress:                         f.bindAddress,
 		SecurePort:                          f.securePort,
 		EtcdServers:                         f.etcdServers,
+		EtcdCluster:                         f.etcdCluster,
+		AdvertiseAddress:                    f.advertiseAddress,
 		TokenAuthFile:                       f.tokenAuthFile,
 		CompactionInterval:                  f.compactionInterval,
 		Profiling:                           &f.profiling,
@@ -229,6 +234,10 @@ func newServerCommand() *cobra.Command {
 	f.register(cmd.Flags(), "")
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "`FILE` holding the cluster token, to join the servers already sharing --etcd-servers (\"knode token\" on one of them prints it); the first server needs none: it makes one")
 	cmd.Flags().StringVar(&f.token, "token", "", "the cluster token, as --token-file; other users of this machine can see it in the process list")
+	cmd.Flags().BoolVar(&f.etcdCluster.Init, "cluster-init", false, "start a new cluster of servers whose embedded etcd members talk to each other over TLS, with this server as the first member; other servers join it with --join")
+	cmd.Flags().StringVar(&f.etcdCluster.Join, "join", "", "`URL` of a server of the cluster (https://host:port) to join: it adds this server's embedded etcd as a member; needs the cluster's token (--token-file or --token)")
+	cmd.Flags().IntVar(&f.etcdCluster.PeerPort, "etcd-peer-port", server.DefaultEtcdPeerPort, "port the embedded etcd member listens on for its peers, on --advertise-address (with --cluster-init or --join)")
+	cmd.Flags().StringVar(&f.etcdCluster.Name, "etcd-name", "", "the embedded etcd member's name (with --cluster-init or --join); empty means the host name and a hash of the peer URL. A server that joins with the name of a member replaces it")
 	return cmd
 }
 

@@ -77,6 +77,8 @@ import (
 	ssreg "knode/internal/registry/statefulset"
 	screg "knode/internal/registry/storageclass"
 	vareg "knode/internal/registry/volumeattachment"
+	"knode/internal/server/apiendpoints"
+	"knode/internal/server/join"
 	"knode/internal/storage"
 	"knode/internal/storage/etcd"
 	"knode/internal/version"
@@ -92,6 +94,14 @@ type Config struct {
 	// EtcdServers, when set, use an external etcd cluster instead of the
 	// embedded one.
 	EtcdServers []string
+	// EtcdCluster, when it inits or joins, makes the embedded etcd a
+	// member of a cluster of servers instead of a lone one.
+	EtcdCluster EtcdCluster
+	// AdvertiseAddress is the IP this server is reached at by the other
+	// servers (etcd peer traffic) and by agents (the default/kubernetes
+	// Endpoints); empty means the bind address, or a global unicast
+	// address of this host when that is unspecified.
+	AdvertiseAddress string
 	// TokenAuthFile is a static token file (token,user,uid,"groups").
 	TokenAuthFile string
 	// Token and TokenFile are the cluster token (--token, --token-file)
@@ -212,13 +222,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
-	hosts := []string{cfg.BindAddress}
+	advertise, err := advertiseAddress(cfg)
+	if err != nil {
+		return err
+	}
+	hosts := []string{cfg.BindAddress, advertise.String()}
 	if h, err := os.Hostname(); err == nil {
 		hosts = append(hosts, h)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	store, err := openStorage(ctx, cfg)
+	store, members, err := openStorage(ctx, cfg, advertise, hosts)
 	if err != nil {
 		return err
 	}
@@ -226,14 +240,19 @@ func Run(ctx context.Context, cfg Config) error {
 	// The cluster's CA is shared through etcd, sealed with the cluster
 	// token: the first server makes both, a joining one needs the token.
 	pkiDir := filepath.Join(cfg.DataDir, "pki")
-	if _, err := bootstrap.Ensure(ctx, bootstrap.Config{
+	token, err := bootstrap.Ensure(ctx, bootstrap.Config{
 		Store:     bootstrap.EtcdStore{Client: store.Client()},
 		PKIDir:    pkiDir,
 		DataDir:   cfg.DataDir,
 		Token:     cfg.Token,
 		TokenFile: cfg.TokenFile,
 		Clock:     cfg.Clock,
-	}); err != nil {
+	})
+	if err != nil {
+		return err
+	}
+	clusterToken, err := bootstrap.ParseToken(token)
+	if err != nil {
 		return err
 	}
 	pki, err := auth.EnsurePKI(auth.PKIConfig{Dir: pkiDir, Hosts: hosts, Clock: cfg.Clock})
@@ -249,7 +268,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	authn := auth.UnionAuthenticator{loopbackAuthenticator(loopbackToken), pki.X509Authenticator()}
+	authn := auth.UnionAuthenticator{loopbackAuthenticator(loopbackToken), pki.X509Authenticator(), join.Authenticator{Secret: clusterToken.Secret}}
 	if cfg.TokenAuthFile != "" {
 		tf, err := auth.LoadTokenFile(cfg.TokenAuthFile)
 		if err != nil {
@@ -295,7 +314,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Clock:   cfg.Clock,
 		Version: version.Info(),
 		OpenAPI: oapi,
-		Extra:   extraPaths(cfg, metrics),
+		Extra:   extraPaths(cfg, metrics, joinPaths(store, members)),
 		Metrics: metrics,
 		Logger:  log,
 		Kubelet: kubelet,
@@ -386,6 +405,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	stopPublishing := publish(ctx, cfg, store, loopbackClient, advertise, ln.Addr().(*net.TCPAddr).Port)
 
 	ready.Store(true)
 	log.Info("knode server ready", "url", url, "kubeconfig", kubeconfig)
@@ -405,6 +425,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// The controllers stop, and the Leases are released, while the API
 	// server still serves.
 	stopControllers()
+	stopPublishing()
 	// Ending the watch caches ends the watches they serve, so that the
 	// shutdown below does not wait for them.
 	api.Close()
@@ -441,10 +462,69 @@ func kubeletClient(pki *auth.PKI, caFile string) (*apiserver.KubeletClientConfig
 	return cfg, nil
 }
 
+// publish lists this server in the default/kubernetes Endpoints, where
+// agents learn the servers from, until the returned function is called;
+// that removes it at once. An advertise address that Endpoints cannot
+// hold (loopback, link-local) publishes nothing: such a server is reached
+// only by agents told its address.
+func publish(ctx context.Context, cfg Config, store *etcd.Store, client kubernetes.Interface, advertise net.IP, port int) (stop func()) {
+	if advertise.IsLoopback() || advertise.IsLinkLocalUnicast() {
+		cfg.Logger.Info("not listing this server in the default/kubernetes Endpoints: its advertise address is loopback or link-local; set --advertise-address for agents to learn it", "advertise", advertise.String())
+		return func() {}
+	}
+	r, err := apiendpoints.New(apiendpoints.Config{
+		Etcd:    store.Client(),
+		Client:  client,
+		Address: net.JoinHostPort(advertise.String(), strconv.Itoa(port)),
+		Clock:   cfg.Clock,
+		Logger:  cfg.Logger,
+	})
+	if err != nil {
+		cfg.Logger.Error("not listing this server in the default/kubernetes Endpoints", "err", err)
+		return func() {}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(runCtx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		removeCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		if err := r.Remove(removeCtx); err != nil {
+			cfg.Logger.Warn("removing this server from the default/kubernetes Endpoints", "err", err)
+		}
+	}
+}
+
+// joinPaths serve servers joining the cluster (package join); members is
+// nil unless the embedded etcd is a cluster member.
+func joinPaths(store *etcd.Store, members *clusterMember) map[string]http.Handler {
+	cfg := join.PathsConfig{
+		Envelope: func(ctx context.Context) ([]byte, error) {
+			data, ok, err := bootstrap.EtcdStore{Client: store.Client()}.Get(ctx, bootstrap.DefaultKey)
+			if err == nil && !ok {
+				err = errors.New("no bootstrap data in etcd")
+			}
+			return data, err
+		},
+	}
+	if members != nil {
+		cfg.Members = members.store
+	}
+	return join.Paths(cfg)
+}
+
 // extraPaths are the non-resource paths served beside the API: /metrics,
-// and the profiles when profiling is on.
-func extraPaths(cfg Config, metrics *prometheus.Registry) map[string]http.Handler {
+// the join paths, and the profiles when profiling is on.
+func extraPaths(cfg Config, metrics *prometheus.Registry, joining map[string]http.Handler) map[string]http.Handler {
 	extra := map[string]http.Handler{"/metrics": promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})}
+	for path, h := range joining {
+		extra[path] = h
+	}
 	if cfg.Profiling != nil && !*cfg.Profiling {
 		return extra
 	}
@@ -573,11 +653,24 @@ func (s *Server) LoopbackConfig() *rest.Config { return rest.CopyConfig(s.loopba
 // PKI is the cluster's credentials.
 func (s *Server) PKI() *auth.PKI { return s.pki }
 
-func openStorage(ctx context.Context, cfg Config) (*etcd.Store, error) {
-	if len(cfg.EtcdServers) > 0 {
-		return etcd.NewClient(ctx, etcd.ClientConfig{Endpoints: cfg.EtcdServers})
+// openStorage opens the external etcd, or starts the embedded one, alone
+// or as a cluster member (then members is set).
+func openStorage(ctx context.Context, cfg Config, advertise net.IP, hosts []string) (store *etcd.Store, members *clusterMember, err error) {
+	switch {
+	case len(cfg.EtcdServers) > 0 && cfg.EtcdCluster.enabled():
+		return nil, nil, errors.New("--cluster-init and --join run etcd embedded in the servers: they cannot be given with --etcd-servers")
+	case len(cfg.EtcdServers) > 0:
+		store, err = etcd.NewClient(ctx, etcd.ClientConfig{Endpoints: cfg.EtcdServers})
+		return store, nil, err
+	case cfg.EtcdCluster.enabled():
+		m, err := openCluster(ctx, cfg, advertise, hosts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return m.store, m, nil
 	}
-	return etcd.NewEmbedded(ctx, etcd.EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "etcd")})
+	store, err = etcd.NewEmbedded(ctx, etcd.EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "etcd")})
+	return store, nil, err
 }
 
 func randomToken() (string, error) {

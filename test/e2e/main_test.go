@@ -250,6 +250,8 @@ type serverOptions struct {
 	DataDir string
 	// Args are extra flags.
 	Args []string
+	// Host is the address to serve on; empty means 127.0.0.1.
+	Host string
 }
 
 // startServer runs `knode server` on a free port, waits until /readyz says
@@ -269,9 +271,13 @@ func startServer(t testing.TB, opts serverOptions) *server {
 	}
 	const attempts = 3
 	for i := 1; ; i++ {
+		host := opts.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
 		s.Port = freePort(t)
-		s.URL = fmt.Sprintf("https://127.0.0.1:%d", s.Port)
-		s.args = append([]string{"server", "--data-dir", dataDir, "--bind-address", "127.0.0.1",
+		s.URL = fmt.Sprintf("https://%s:%d", host, s.Port)
+		s.args = append([]string{"server", "--data-dir", dataDir, "--bind-address", host,
 			"--secure-port", strconv.Itoa(s.Port), "--storage-dir", s.StorageDir}, opts.Args...)
 		s.proc = startProcess(t, s.args...)
 		proc := s.proc

@@ -259,7 +259,18 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	wg.Add(2)
-	go loop(c.cfg.NodeMonitorPeriod, c.MonitorNodeHealth, "monitor pass")
+	// The first pass is logged: a new leader's takeover is complete when
+	// it has judged every node once.
+	first := true
+	monitor := func(ctx context.Context) error {
+		err := c.MonitorNodeHealth(ctx)
+		if first && err == nil {
+			first = false
+			c.log.Info("first monitor pass done")
+		}
+		return err
+	}
+	go loop(c.cfg.NodeMonitorPeriod, monitor, "monitor pass")
 	go loop(NoExecuteTaintingPeriod, c.DoNoExecuteTaintingPass, "NoExecute tainting pass")
 	if c.inf == nil {
 		wg.Add(1)
