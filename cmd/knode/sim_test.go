@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,5 +133,55 @@ func TestSimRunStatefulSet(t *testing.T) {
 	}
 	if last := rows[len(rows)-1]; last.StatefulSetReady != 2 || last.Pods != 2 || last.PodsTerminating != 0 {
 		t.Errorf("last row %+v, want 2 replicas ready, 2 pods, none terminating", last)
+	}
+}
+
+func TestFleetServers(t *testing.T) {
+	tests := []struct {
+		name      string
+		urls      []string
+		wantFirst string
+		wantAddrs []string
+		wantErr   string
+	}{
+		{name: "none", urls: nil},
+		{name: "one with a port", urls: []string{"https://10.0.0.1:6443"}, wantFirst: "https://10.0.0.1:6443", wantAddrs: []string{"10.0.0.1:6443"}},
+		{name: "default port and a slash", urls: []string{"https://a.example/", "https://b.example:6443"},
+			wantFirst: "https://a.example:443", wantAddrs: []string{"a.example:443", "b.example:6443"}},
+		{name: "IPv6", urls: []string{"https://[fd00::1]:6443"}, wantFirst: "https://[fd00::1]:6443", wantAddrs: []string{"[fd00::1]:6443"}},
+		{name: "plain http", urls: []string{"http://10.0.0.1:6443"}, wantErr: `--server "http://10.0.0.1:6443": must be an https:// URL`},
+		{name: "host:port without a scheme", urls: []string{"10.0.0.1:6443"}, wantErr: `--server "10.0.0.1:6443": must be an https:// URL`},
+		{name: "a path", urls: []string{"https://10.0.0.1:6443", "https://10.0.0.2:6443/api"}, wantErr: `--server "https://10.0.0.2:6443/api"`},
+		{name: "no host", urls: []string{"https://:6443"}, wantErr: `--server "https://:6443"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			first, addrs, err := fleetServers(tc.urls)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first != tc.wantFirst || !slices.Equal(addrs, tc.wantAddrs) {
+				t.Errorf("fleetServers(%q) = %q, %q; want %q, %q", tc.urls, first, addrs, tc.wantFirst, tc.wantAddrs)
+			}
+		})
+	}
+}
+
+// TestSimFleetRejectsPlainHTTPServer: a --server that is not https fails
+// before any kubeconfig is read or any agent runs.
+func TestSimFleetRejectsPlainHTTPServer(t *testing.T) {
+	cmd := newRootCommand()
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"sim", "fleet", "--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--nodes", "1",
+		"--server", "https://127.0.0.1:6443", "--server", "http://127.0.0.1:6444"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), `--server "http://127.0.0.1:6444": must be an https:// URL`) {
+		t.Fatalf("err = %v, want the plain-http --server refused", err)
 	}
 }

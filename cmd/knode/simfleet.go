@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -26,6 +28,7 @@ func newSimFleetCommand() *cobra.Command {
 		runtime    string
 		cleanup    bool
 		verbose    bool
+		servers    []string
 		cfg        fleet.Config
 	)
 	cmd := &cobra.Command{
@@ -57,6 +60,27 @@ kubeconfig is), so the node authorizer and NodeRestriction apply to every
 agent as to a real kubelet. --identity=admin: every agent acts as the
 kubeconfig's user (admin mode: no node rules apply).
 
+--server URL (https://host:port; repeatable) replaces the kubeconfig's
+server, whose credentials and CA are still used. With --server, the fleet
+runs one client-side balancer per server on 127.0.0.1 (the agent's own
+load balancer), balancer k preferring the k-th --server and failing over
+to the others, in order, when a dial fails; transport j dials through
+balancer j mod the number of servers. The agents are thus spread over the
+servers (evenly when --connections is a multiple of their number, as the
+default is: 8 rounded up to a multiple), and those whose server dies
+reconnect to the next one, as real agents do. The servers' certificates cover
+127.0.0.1, so TLS through a balancer is verified. The fleet's own watch of
+its nodes (for not_ready_max) and its cleanup go through the first
+balancer and fail over too. The JSON then also gives "servers",
+"agents_per_server" (by preferred server, in --server order) and
+"failed_over" (balancers on a server other than their own at the end).
+
+renew_p99_window_max_ms is the worst renewal p99 over one
+--progress-interval (renew_p99_window_s) after the ramp, the p99_<interval>
+of the progress lines at its highest: across a server's death (kill the
+leading server during the run), that is the lease renewal p99 during the
+failover, and not_ready_max says whether any node went NotReady.
+
 The agents share --connections HTTP transports. Errors count every failed
 agent request (transport errors, timeouts after --request-timeout, and
 statuses of 400 and over, except 404 to a get and 409 to a create, which
@@ -77,11 +101,16 @@ The exit status is non-zero only when the fleet could not be set up.`,
 			default:
 				return fmt.Errorf("--runtime %q: supported values: %q, %q", runtime, fleetRuntimeFake, fleetRuntimeNone)
 			}
-			restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			first, addrs, err := fleetServers(servers)
+			if err != nil {
+				return err
+			}
+			restCfg, err := clientcmd.BuildConfigFromFlags(first, kubeconfig)
 			if err != nil {
 				return fmt.Errorf("--kubeconfig: %w", err)
 			}
 			cfg.Rest = restCfg
+			cfg.Servers = addrs
 			cfg.Zones = fleet.ZoneNames(zones)
 			cfg.Identity = fleet.Identity(identity)
 			cfg.KeepNodes = !cleanup
@@ -114,7 +143,8 @@ The exit status is non-zero only when the fleet could not be set up.`,
 	fs.DurationVar(&cfg.Duration, "duration", fleet.DefaultDuration, "how long to run once every agent has started")
 	fs.DurationVar(&cfg.Ramp, "ramp", 0, "spread the agents' starts over this long (0: 4ms per node, 250 starts a second)")
 	fs.StringVar(&identity, "identity", string(fleet.IdentityNode), `whom the agents act as: "node" (each its own node identity, by impersonation) or "admin" (the kubeconfig's user)`)
-	fs.IntVar(&cfg.Connections, "connections", fleet.DefaultConnections, "number of HTTP transports the agents share")
+	fs.StringArrayVar(&servers, "server", nil, "an API server's URL (https://host:port), instead of the kubeconfig's; repeat it to spread the agents over several servers through balancers that fail over")
+	fs.IntVar(&cfg.Connections, "connections", 0, "number of HTTP transports the agents share (0: 8, rounded up to a multiple of the number of --server)")
 	fs.StringVar(&runtime, "runtime", fleetRuntimeFake, `pod runtime of the agents: "fake" (the pod worker lists and watches the node's pods) or "none"`)
 	fs.BoolVar(&cleanup, "cleanup", true, "delete the fleet's nodes and leases at the end")
 	fs.StringVar(&cfg.NamePrefix, "name-prefix", fleet.DefaultNamePrefix, "first part of every node name, and the value of the knode.io/fleet label")
@@ -125,4 +155,26 @@ The exit status is non-zero only when the fleet could not be set up.`,
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the agents' jitter")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "log the agents' warnings to stderr (errors are always logged)")
 	return cmd
+}
+
+// fleetServers checks the --server URLs and returns the first, as the
+// kubeconfig's server to override ("" when there are none), and the
+// host:port of each (443 when the URL has no port).
+func fleetServers(urls []string) (string, []string, error) {
+	var addrs []string
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme != "https" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return "", nil, fmt.Errorf("--server %q: must be an https:// URL of a host and an optional port, with no path", raw)
+		}
+		port := u.Port()
+		if port == "" {
+			port = "443"
+		}
+		addrs = append(addrs, net.JoinHostPort(u.Hostname(), port))
+	}
+	if len(addrs) == 0 {
+		return "", nil, nil
+	}
+	return "https://" + addrs[0], addrs, nil
 }

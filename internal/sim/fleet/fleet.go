@@ -21,6 +21,24 @@
 // transport i mod Connections, behind its own impersonating round tripper,
 // with no client-side rate limit.
 //
+// Several servers. With Config.Servers (host:port of every API server),
+// the fleet spreads its agents over them and fails over as real agents
+// do: Run starts one balancer per server (internal/agent/loadbalancer, on
+// 127.0.0.1), balancer k preferring server k and failing over to the
+// others in their order on a failed dial, and transport j dials through
+// balancer j mod len(Servers), its Host being https://<balancer address>
+// (the scheme of Rest.Host, its credentials and CA). Agents are thus
+// spread evenly when Connections is a multiple of len(Servers), which the
+// default is; an agent whose server dies loses its connection and
+// reconnects to the next server that answers, and stays there. The
+// servers' certificates cover 127.0.0.1, so TLS through a balancer is
+// verified as against the server itself. The fleet's own client (the
+// watch of its Nodes, cleanup) goes through balancer 0, so it fails over
+// too; while that watch re-lists, a node that goes NotReady and recovers
+// before the list is not seen. Run closes the balancers, and every
+// connection they pass, at the end. Without Servers the transports dial
+// Rest.Host directly.
+//
 // Measurement. Every request an agent makes is counted at the transport:
 // the latency of each successful lease renewal (a PUT of its Lease, timed
 // to the response headers) goes into a fixed-bucket histogram, and failed
@@ -29,7 +47,10 @@
 // follows how many are Ready and the largest number at once that were
 // Ready and no longer are. The Result's headline numbers (renewals, their
 // latency, errors) cover the measured run, from the moment every agent has
-// started to the end; the ramp before it is reported on its own.
+// started to the end; the ramp before it is reported on its own. The
+// renewals' p99 over each progress interval of the measured run is also
+// kept at its worst (Result.RenewP99WindowMaxMs): run across a server's
+// death, that is the renewal p99 during the failover.
 //
 // What callers must do: build a Config and call Run, which blocks until
 // the duration is over or ctx ends and then stops every agent. Run returns
@@ -38,8 +59,10 @@
 //
 // What it does not do: it creates no pods (the pod worker runs pods that
 // something else schedules onto fleet nodes), and it does not simulate
-// outages; for those, use the virtual-time scenarios of package sim. The
-// agents' events stay behind after cleanup.
+// outages (a server is killed, if at all, by whoever runs the fleet); for
+// simulated outages, use the virtual-time scenarios of package sim. It
+// does not learn servers from the cluster: the balancers serve the list
+// given. The agents' events stay behind after cleanup.
 package fleet
 
 import (
@@ -51,6 +74,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,7 +127,14 @@ const (
 type Config struct {
 	// Rest reaches the server with the credentials the fleet uses
 	// (normally the admin kubeconfig). Required; it is not modified.
+	// With Servers, only its scheme and path prefix are kept from its
+	// Host.
 	Rest *rest.Config
+	// Servers are the host:port addresses of every API server the agents
+	// spread over and fail over between, through balancers (see the
+	// package doc); each is distinct. Nil means Rest.Host alone, dialled
+	// directly.
+	Servers []string
 	// Nodes is how many agents run. Required.
 	Nodes int
 	// Zones the nodes are spread over round-robin (see Place); nil means
@@ -121,7 +152,9 @@ type Config struct {
 	// Identity of the agents; "" means IdentityNode.
 	Identity Identity
 	// Connections is how many HTTP transports the agents share; 0 means
-	// DefaultConnections.
+	// DefaultConnections, rounded up to a multiple of len(Servers). With
+	// Servers, it must be at least len(Servers), so that every server
+	// carries a transport.
 	Connections int
 	// WithoutPods runs the agents without a pod runtime, so they do not
 	// list and watch their pods (knode agent --runtime=none).
@@ -186,6 +219,15 @@ func (c *Config) validate() error {
 	}
 	if c.Connections < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("connections"), c.Connections, "must be greater than 0"))
+	} else if c.Connections < len(c.Servers) {
+		errs = append(errs, field.Invalid(field.NewPath("connections"), c.Connections,
+			fmt.Sprintf("must be at least the number of servers (%d), so that each server carries a transport", len(c.Servers))))
+	}
+	errs = append(errs, validateServers(c.Servers)...)
+	if c.Rest != nil && len(c.Servers) > 0 {
+		if _, err := balancedHost(c.Rest, "127.0.0.1:1"); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("rest", "host"), c.Rest.Host, err.Error()))
+		}
 	}
 	switch c.Identity {
 	case IdentityNode, IdentityAdmin:
@@ -212,7 +254,7 @@ func (c *Config) setDefaults() {
 		c.Identity = IdentityNode
 	}
 	if c.Connections == 0 {
-		c.Connections = DefaultConnections
+		c.Connections = defaultConnections(len(c.Servers))
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
@@ -272,16 +314,38 @@ type Result struct {
 	RampErrorsByKind map[string]int64 `json:"ramp_errors_by_kind,omitempty"`
 	Identity         Identity         `json:"identity"`
 	Connections      int              `json:"connections"`
+	// Servers is how many API servers the agents were spread over (1
+	// without Config.Servers), and AgentsPerServer, with Config.Servers,
+	// how many agents preferred each, in the order of Config.Servers.
+	Servers         int   `json:"servers"`
+	AgentsPerServer []int `json:"agents_per_server,omitempty"`
+	// FailedOver is how many balancers, with Config.Servers, were passing
+	// connections to a server other than the one they prefer when the run
+	// ended.
+	FailedOver int `json:"failed_over,omitempty"`
+	// RenewP99WindowMaxMs is the worst renewal p99 over one progress
+	// interval (RenewP99WindowS, in seconds) of the measured run, in
+	// milliseconds: the p99_<interval> of the progress lines at its
+	// highest after the ramp (a window that began during the ramp counts
+	// from its end). A failover shows here while it barely moves the p99
+	// of the whole run. 0 when the run was shorter than one interval.
+	RenewP99WindowMaxMs float64 `json:"renew_p99_window_max_ms"`
+	RenewP99WindowS     float64 `json:"renew_p99_window_s"`
 	// Interrupted is true when ctx ended the run before Duration.
 	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Fleet is a configured fleet; use New, then Run once.
 type Fleet struct {
-	cfg   Config
+	cfg Config
+	// admin is the fleet's own client, as the kubeconfig's user; set by
+	// Run.
 	admin kubernetes.Interface
 	// pool is the shared transports, each already metered and timed out.
-	pool  []http.RoundTripper
+	pool []http.RoundTripper
+	// hosts[j], with Config.Servers, is the Host through transport j's
+	// balancer; set by Run before any agent is built. Nil means Rest.Host.
+	hosts []string
 	meter *meter
 	ready *readiness
 
@@ -289,20 +353,19 @@ type Fleet struct {
 	agents  sync.WaitGroup
 }
 
-// New checks cfg and builds the fleet's shared transports and its admin
-// client. It contacts nobody.
+// New checks cfg and builds the fleet's shared transports. It contacts
+// nobody and listens nowhere: the balancers, with Servers, start in Run.
 func New(cfg Config) (*Fleet, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("fleet: invalid config: %w", err)
 	}
+	cfg.Servers = slices.Clone(cfg.Servers)
 	f := &Fleet{cfg: cfg, meter: newMeter(cfg.Clock), ready: newReadiness()}
-	admin := rest.CopyConfig(cfg.Rest)
-	admin.QPS = -1
-	admin.UserAgent = userAgent
-	var err error
-	if f.admin, err = kubernetes.NewForConfig(admin); err != nil {
-		return nil, fmt.Errorf("fleet: admin client: %w", err)
+	// Run builds the client it uses, through a balancer; this one only
+	// reports a config client-go refuses now rather than then.
+	if _, err := f.newAdmin(); err != nil {
+		return nil, err
 	}
 	for range cfg.Connections {
 		hc, err := rest.HTTPClientFor(poolConfig(cfg.Rest))
@@ -317,6 +380,22 @@ func New(cfg Config) (*Fleet, error) {
 }
 
 var userAgent = "knode-fleet/" + version.Knode
+
+// newAdmin builds the fleet's own client: through balancer 0 once Run has
+// started the balancers, else to Rest.Host.
+func (f *Fleet) newAdmin() (kubernetes.Interface, error) {
+	admin := rest.CopyConfig(f.cfg.Rest)
+	admin.QPS = -1
+	admin.UserAgent = userAgent
+	if len(f.hosts) > 0 {
+		admin.Host = f.hosts[0]
+	}
+	client, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: admin client: %w", err)
+	}
+	return client, nil
+}
 
 // poolConfig is the client config of one pool member: no client-side rate
 // limit and no client timeout (timeoutTransport times requests, sparing
@@ -334,7 +413,8 @@ func poolConfig(base *rest.Config) *rest.Config {
 
 // client returns the clientset agent i uses.
 func (f *Fleet) client(i int, nodeName string) (kubernetes.Interface, error) {
-	rt := f.pool[i%len(f.pool)]
+	j := i % len(f.pool)
+	rt := f.pool[j]
 	if f.cfg.Identity == IdentityNode {
 		rt = transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{
 			UserName: auth.NodeUser(nodeName),
@@ -344,6 +424,9 @@ func (f *Fleet) client(i int, nodeName string) (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(f.cfg.Rest)
 	cfg.QPS = -1
 	cfg.UserAgent = userAgent
+	if len(f.hosts) > 0 {
+		cfg.Host = f.hosts[j%len(f.hosts)]
+	}
 	return kubernetes.NewForConfigAndClient(cfg, &http.Client{Transport: rt})
 }
 
@@ -423,11 +506,29 @@ func (f *Fleet) identityName(node string) string {
 	return "the kubeconfig's user"
 }
 
-// Run checks that the agents' identity works, starts the agents over the
-// ramp, runs them for the duration (or until ctx ends), stops them,
-// deletes the fleet's Nodes and Leases unless KeepNodes, and returns how
-// it went. The error is only ever a setup failure, before any agent ran.
+// Run starts the balancers (with Servers), checks that the agents'
+// identity works, starts the agents over the ramp, runs them for the
+// duration (or until ctx ends), stops them, deletes the fleet's Nodes and
+// Leases unless KeepNodes, closes the balancers, and returns how it went.
+// The error is only ever a setup failure, before any agent ran. Call it
+// once.
 func (f *Fleet) Run(ctx context.Context) (Result, error) {
+	var lbs *balancers
+	if len(f.cfg.Servers) > 0 {
+		var err error
+		if lbs, err = f.startBalancers(); err != nil {
+			return Result{}, err
+		}
+		// Deferred first, so it runs last: cleanup goes through them.
+		defer lbs.stop()
+		if f.hosts, err = lbs.hosts(f.cfg.Rest); err != nil {
+			return Result{}, fmt.Errorf("fleet: %w", err)
+		}
+	}
+	var err error
+	if f.admin, err = f.newAdmin(); err != nil {
+		return Result{}, err
+	}
 	if err := f.preflight(ctx); err != nil {
 		return Result{}, err
 	}
@@ -449,6 +550,12 @@ func (f *Fleet) Run(ctx context.Context) (Result, error) {
 	ready, _, notReadyMax := f.ready.counts()
 	end := f.meter.tally()
 	now := f.cfg.Clock.Now()
+	servers, failedOver := 1, 0
+	var perServer []int
+	if lbs != nil {
+		servers, failedOver = len(f.cfg.Servers), lbs.failedOver()
+		perServer = spread(f.cfg.Nodes, f.cfg.Connections, servers)
+	}
 	stopAgents()
 	f.agents.Wait()
 	stopInformer()
@@ -463,26 +570,31 @@ func (f *Fleet) Run(ctx context.Context) (Result, error) {
 		rampEnd = run.rampDone
 	}
 	return Result{
-		Nodes:            f.cfg.Nodes,
-		DurationS:        secs(now.Sub(rampEnd)),
-		LeaseRenewals:    measured.renewals,
-		RenewP50Ms:       ms(measured.latency.Percentile(0.50)),
-		RenewP99Ms:       ms(measured.latency.Percentile(0.99)),
-		Errors:           measured.errors,
-		NotReadyMax:      notReadyMax,
-		Ready:            ready,
-		RenewMaxMs:       ms(measured.latency.Max()),
-		Requests:         measured.requests,
-		ErrorsByKind:     measured.byKind,
-		RampS:            secs(rampEnd.Sub(run.start)),
-		RampRenewals:     ramp.renewals,
-		RampRenewP99Ms:   ms(ramp.latency.Percentile(0.99)),
-		RampErrors:       ramp.errors,
-		RampRequests:     ramp.requests,
-		RampErrorsByKind: ramp.byKind,
-		Identity:         f.cfg.Identity,
-		Connections:      f.cfg.Connections,
-		Interrupted:      run.interrupted,
+		Nodes:               f.cfg.Nodes,
+		DurationS:           secs(now.Sub(rampEnd)),
+		LeaseRenewals:       measured.renewals,
+		RenewP50Ms:          ms(measured.latency.Percentile(0.50)),
+		RenewP99Ms:          ms(measured.latency.Percentile(0.99)),
+		Errors:              measured.errors,
+		NotReadyMax:         notReadyMax,
+		Ready:               ready,
+		RenewMaxMs:          ms(measured.latency.Max()),
+		Requests:            measured.requests,
+		ErrorsByKind:        measured.byKind,
+		RampS:               secs(rampEnd.Sub(run.start)),
+		RampRenewals:        ramp.renewals,
+		RampRenewP99Ms:      ms(ramp.latency.Percentile(0.99)),
+		RampErrors:          ramp.errors,
+		RampRequests:        ramp.requests,
+		RampErrorsByKind:    ramp.byKind,
+		Identity:            f.cfg.Identity,
+		Connections:         f.cfg.Connections,
+		Servers:             servers,
+		AgentsPerServer:     perServer,
+		FailedOver:          failedOver,
+		RenewP99WindowMaxMs: ms(run.windowMax),
+		RenewP99WindowS:     secs(f.cfg.ProgressInterval),
+		Interrupted:         run.interrupted,
 	}, nil
 }
 
@@ -491,8 +603,11 @@ type runTimes struct {
 	start time.Time
 	// rampDone is when the last agent started, zero if that never
 	// happened; rampTally is the meter's tally then.
-	rampDone    time.Time
-	rampTally   tally
+	rampDone  time.Time
+	rampTally tally
+	// windowMax is the worst renewal p99 over one progress interval of
+	// the measured run.
+	windowMax   time.Duration
 	interrupted bool
 }
 
@@ -519,6 +634,9 @@ func (f *Fleet) loop(ctx, agentCtx context.Context, first *agent.Agent) runTimes
 		}
 	}()
 	last := f.meter.tally()
+	// windowFrom starts the window of the measured run's p99: the last
+	// progress line, or the ramp's end when that came after it.
+	windowFrom := last
 	started := 0
 	for {
 		select {
@@ -541,6 +659,7 @@ func (f *Fleet) loop(ctx, agentCtx context.Context, first *agent.Agent) runTimes
 			}
 			nextC = nil
 			run.rampDone, run.rampTally = now, f.meter.tally()
+			windowFrom = run.rampTally
 			end = c.NewTimer(f.cfg.Duration)
 			endC = end.C()
 		case <-ticker.C():
@@ -554,15 +673,17 @@ func (f *Fleet) loop(ctx, agentCtx context.Context, first *agent.Agent) runTimes
 				Nodes:    f.cfg.Nodes,
 				Interval: f.cfg.ProgressInterval,
 			}
+			recent := now.latency.Sub(last.latency)
 			if !p.Ramping {
 				p.Elapsed, p.Of = c.Since(run.rampDone), f.cfg.Duration
 				total = now.sub(run.rampTally)
+				run.windowMax = max(run.windowMax, now.latency.Sub(windowFrom.latency).Percentile(0.99))
 			}
 			p.Renewals, p.Errors = total.renewals, total.errors
 			p.P99 = total.latency.Percentile(0.99)
-			p.P99Recent = now.latency.Sub(last.latency).Percentile(0.99)
+			p.P99Recent = recent.Percentile(0.99)
 			p.Ready, p.NotReady, _ = f.ready.counts()
-			last = now
+			last, windowFrom = now, now
 			fmt.Fprintln(f.cfg.Progress, p)
 		}
 	}

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -197,6 +198,16 @@ func TestConfigValidation(t *testing.T) {
 		{name: "zone not a label", cfg: Config{Rest: rc, Nodes: 1, Zones: []string{"us.east"}}, want: []string{`zones[0]: Invalid value: "us.east": zone names are part of node names`}},
 		{name: "longest names", cfg: Config{Rest: rc, Nodes: 100000, NamePrefix: strings.Repeat("f", 63), Zones: []string{strings.Repeat("z", 63)}}},
 		{name: "zone too long", cfg: Config{Rest: rc, Nodes: 1, Zones: []string{strings.Repeat("z", 64)}}, want: []string{"zones[0]: Invalid value", "must be no more than 63 characters"}},
+		{name: "servers", cfg: Config{Rest: rc, Nodes: 1, Servers: []string{"10.0.0.1:6443", "10.0.0.2:6443", "[fd00::3]:6443"}}},
+		{name: "server without a port", cfg: Config{Rest: rc, Nodes: 1, Servers: []string{"10.0.0.1"}},
+			want: []string{`servers[0]: Invalid value: "10.0.0.1": must be host:port`}},
+		{name: "server without a host", cfg: Config{Rest: rc, Nodes: 1, Servers: []string{":6443"}},
+			want: []string{`servers[0]: Invalid value: ":6443": must be host:port with both a host and a port`}},
+		{name: "duplicate server", cfg: Config{Rest: rc, Nodes: 1, Servers: []string{"a:1", "b:1", "a:1"}}, want: []string{`servers[2]: Duplicate value: "a:1"`}},
+		{name: "fewer connections than servers", cfg: Config{Rest: rc, Nodes: 1, Connections: 2, Servers: []string{"a:1", "b:1", "c:1"}},
+			want: []string{"connections: Invalid value: 2: must be at least the number of servers (3)"}},
+		{name: "servers and a host with a path", cfg: Config{Rest: &rest.Config{Host: "10.0.0.1:6443/prefix"}, Nodes: 1, Servers: []string{"a:1"}},
+			want: []string{`rest.host: Invalid value: "10.0.0.1:6443/prefix"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -402,4 +413,86 @@ func TestTimeoutTransport(t *testing.T) {
 			t.Errorf("error = %v, want context.Canceled", err)
 		}
 	})
+}
+
+func TestDefaultConnections(t *testing.T) {
+	for _, tc := range []struct{ servers, want int }{
+		{0, 8}, {1, 8}, {2, 8}, {3, 9}, {5, 10}, {8, 8}, {9, 9}, {12, 12},
+	} {
+		cfg := Config{Rest: &rest.Config{Host: "https://127.0.0.1:6443"}, Nodes: 1}
+		for i := range tc.servers {
+			cfg.Servers = append(cfg.Servers, fmt.Sprintf("10.0.0.%d:6443", i+1))
+		}
+		f, err := New(cfg)
+		if err != nil {
+			t.Fatalf("%d servers: %v", tc.servers, err)
+		}
+		if f.cfg.Connections != tc.want {
+			t.Errorf("%d servers: %d connections by default, want %d", tc.servers, f.cfg.Connections, tc.want)
+		}
+	}
+}
+
+func TestPreferring(t *testing.T) {
+	servers := []string{"a:1", "b:1", "c:1"}
+	tests := []struct {
+		k    int
+		want []string
+	}{
+		{0, []string{"a:1", "b:1", "c:1"}},
+		{1, []string{"b:1", "c:1", "a:1"}},
+		{2, []string{"c:1", "a:1", "b:1"}},
+	}
+	for _, tc := range tests {
+		if diff := cmp.Diff(tc.want, preferring(servers, tc.k)); diff != "" {
+			t.Errorf("preferring(%d) (-want +got):\n%s", tc.k, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"a:1", "b:1", "c:1"}, servers); diff != "" {
+		t.Errorf("preferring changed its argument (-want +got):\n%s", diff)
+	}
+}
+
+func TestSpread(t *testing.T) {
+	tests := []struct {
+		name                        string
+		nodes, connections, servers int
+		want                        []int
+	}{
+		{name: "one server", nodes: 10, connections: 8, servers: 1, want: []int{10}},
+		{name: "connections a multiple of servers", nodes: 500, connections: 9, servers: 3, want: []int{167, 167, 166}},
+		{name: "uneven connections", nodes: 800, connections: 8, servers: 3, want: []int{300, 300, 200}},
+		{name: "fewer nodes than servers", nodes: 2, connections: 3, servers: 3, want: []int{1, 1, 0}},
+		{name: "as many connections as servers", nodes: 7, connections: 2, servers: 2, want: []int{4, 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, spread(tc.nodes, tc.connections, tc.servers)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBalancedHost(t *testing.T) {
+	tests := []struct {
+		name string
+		base rest.Config
+		want string
+	}{
+		{name: "https URL", base: rest.Config{Host: "https://10.0.0.1:6443"}, want: "https://127.0.0.1:4000"},
+		{name: "http URL", base: rest.Config{Host: "http://10.0.0.1:8080"}, want: "http://127.0.0.1:4000"},
+		{name: "path prefix kept", base: rest.Config{Host: "https://lb.example/k8s"}, want: "https://127.0.0.1:4000/k8s"},
+		{name: "host:port with a CA is https", base: rest.Config{Host: "10.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("x")}},
+			want: "https://127.0.0.1:4000"},
+		{name: "host:port without TLS is http", base: rest.Config{Host: "10.0.0.1:6443"}, want: "http://127.0.0.1:4000"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := balancedHost(&tc.base, "127.0.0.1:4000")
+			if err != nil || got != tc.want {
+				t.Errorf("balancedHost = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
 }
