@@ -18,6 +18,7 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"knode/internal/registry"
+	"knode/internal/storage"
 )
 
 // fieldValidation is the server-side treatment of unknown and duplicate
@@ -281,7 +282,13 @@ func writeError(w http.ResponseWriter, err error) {
 
 func toStatus(err error) *metav1.Status {
 	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
+	switch {
+	case errors.As(err, &st):
+	case errors.Is(err, storage.ErrUnavailable):
+		// Whatever the request, a store that cannot serve (etcd without a
+		// quorum) is the server being unavailable, not a bug.
+		st = apierrors.NewServiceUnavailable(err.Error())
+	default:
 		st = apierrors.NewInternalError(err)
 	}
 	status := st.Status()

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	"knode/internal/storage"
 )
 
 func TestNegotiate(t *testing.T) {
@@ -206,4 +208,25 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestToStatusUnavailable: a store that cannot serve is a 503 whatever the
+// path it came through, an API status stays as it is, anything else is 500.
+func TestToStatusUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int32
+	}{
+		{fmt.Errorf("reading namespace: %w", fmt.Errorf("%w: etcd: etcdserver: no leader", storage.ErrUnavailable)), http.StatusServiceUnavailable},
+		{apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "x"), http.StatusNotFound},
+		{fmt.Errorf("something else"), http.StatusInternalServerError},
+	} {
+		st := toStatus(tc.err)
+		if st.Code != tc.code || !strings.Contains(st.Message, strings.SplitN(tc.err.Error(), ":", 2)[0]) && tc.code != http.StatusNotFound {
+			t.Errorf("%v: code %d message %q, want %d", tc.err, st.Code, st.Message, tc.code)
+		}
+	}
+	if st := toStatus(fmt.Errorf("%w: etcd: etcdserver: no leader", storage.ErrUnavailable)); st.Reason != metav1.StatusReasonServiceUnavailable || !strings.Contains(st.Message, "no leader") {
+		t.Errorf("status %+v, want ServiceUnavailable naming the cause", st)
+	}
 }

@@ -39,6 +39,10 @@ var (
 	// ErrInvalidContinue: a continue token that this store did not issue or
 	// cannot decode.
 	ErrInvalidContinue = errors.New("storage: invalid continue token")
+	// ErrUnavailable: the store cannot serve the request now, e.g. an etcd
+	// member without a leader (its cluster has lost its quorum); a later
+	// attempt may succeed.
+	ErrUnavailable = errors.New("storage: unavailable")
 )
 
 // KV is one stored key with its value and revisions.

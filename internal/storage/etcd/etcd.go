@@ -33,6 +33,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"knode/internal/storage"
 )
@@ -55,6 +57,17 @@ var _ storage.Interface = (*Store)(nil)
 // itself (benchmarks, maintenance). It is closed by Close.
 func (s *Store) Client() *clientv3.Client { return s.client }
 
+// leaderCtx is ctx with etcd's require-leader flag when the store asks for
+// it: a member without a leader then refuses the request at once ("etcdserver:
+// no leader") instead of queueing it until etcd's request timeout, which the
+// client's retries of a read turn into a wait of minutes.
+func (s *Store) leaderCtx(ctx context.Context) context.Context {
+	if s.requireLeader {
+		return clientv3.WithRequireLeader(ctx)
+	}
+	return ctx
+}
+
 // mapError turns etcd's errors into the storage sentinels where one fits.
 func mapError(err error) error {
 	switch {
@@ -64,6 +77,15 @@ func mapError(err error) error {
 		return fmt.Errorf("%w: %v", storage.ErrCompacted, err)
 	case errors.Is(err, rpctypes.ErrFutureRev), errors.Is(err, rpctypes.ErrGRPCFutureRev):
 		return fmt.Errorf("%w: %v", storage.ErrFutureRevision, err)
+	case errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrGRPCNoLeader),
+		errors.Is(err, rpctypes.ErrTimeout), errors.Is(err, rpctypes.ErrGRPCTimeout),
+		errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail), errors.Is(err, rpctypes.ErrGRPCTimeoutDueToLeaderFail),
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost), errors.Is(err, rpctypes.ErrGRPCTimeoutDueToConnectionLost):
+		return fmt.Errorf("%w: etcd: %v", storage.ErrUnavailable, err)
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable {
+		// The connection to the member broke (it died, or is restarting).
+		return fmt.Errorf("%w: etcd: %v", storage.ErrUnavailable, err)
 	}
 	return fmt.Errorf("etcd: %w", err)
 }
@@ -79,7 +101,7 @@ func toKV(kv *mvccpb.KeyValue) storage.KV {
 
 // Create implements storage.Interface.
 func (s *Store) Create(ctx context.Context, key string, value []byte) (int64, error) {
-	resp, err := s.client.Txn(ctx).
+	resp, err := s.client.Txn(s.leaderCtx(ctx)).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(value))).
 		Commit()
@@ -94,7 +116,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (int64, er
 
 // Get implements storage.Interface.
 func (s *Store) Get(ctx context.Context, key string) (storage.KV, error) {
-	resp, err := s.client.Get(ctx, key)
+	resp, err := s.client.Get(s.leaderCtx(ctx), key)
 	if err != nil {
 		return storage.KV{}, mapError(err)
 	}
@@ -126,7 +148,7 @@ func failedPrecondition(key string, expected int64, resp *clientv3.TxnResponse) 
 
 // Update implements storage.Interface.
 func (s *Store) Update(ctx context.Context, key string, value []byte, expected int64) (int64, error) {
-	resp, err := s.client.Txn(ctx).
+	resp, err := s.client.Txn(s.leaderCtx(ctx)).
 		If(precondition(key, expected)).
 		Then(clientv3.OpPut(key, string(value))).
 		Else(clientv3.OpGet(key)).
@@ -142,7 +164,7 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expected i
 
 // Delete implements storage.Interface.
 func (s *Store) Delete(ctx context.Context, key string, expected int64) (storage.KV, error) {
-	resp, err := s.client.Txn(ctx).
+	resp, err := s.client.Txn(s.leaderCtx(ctx)).
 		If(precondition(key, expected)).
 		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
 		Else(clientv3.OpGet(key)).
@@ -201,7 +223,7 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 	if opts.Limit > 0 {
 		ops = append(ops, clientv3.WithLimit(opts.Limit))
 	}
-	resp, err := s.client.Get(ctx, start, ops...)
+	resp, err := s.client.Get(s.leaderCtx(ctx), start, ops...)
 	if err != nil {
 		return storage.ListResult{}, mapError(err)
 	}
@@ -225,7 +247,7 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 // answer is at least every revision acknowledged before the call.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
 	// Any key will do: the header carries the store revision.
-	resp, err := s.client.Get(ctx, "\x00", clientv3.WithCountOnly())
+	resp, err := s.client.Get(s.leaderCtx(ctx), "\x00", clientv3.WithCountOnly())
 	if err != nil {
 		return 0, mapError(err)
 	}
@@ -236,7 +258,7 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 // the last compaction (ErrCompacted) or above the store (ErrFutureRevision).
 // The compaction is logical at once; etcd frees the space in the background.
 func (s *Store) Compact(ctx context.Context, revision int64) error {
-	_, err := s.client.Compact(ctx, revision)
+	_, err := s.client.Compact(s.leaderCtx(ctx), revision)
 	return mapError(err)
 }
 
