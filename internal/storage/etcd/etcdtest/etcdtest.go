@@ -1,21 +1,24 @@
-// Package etcdtest starts a real etcd process for tests: Debian's
-// etcd-server (or $KNODE_ETCD_BINARY) as a one-member cluster on loopback
-// ports with a data directory of the test's own, killed when the test
-// ends. Without a binary the test is skipped, or fails when
+// Package etcdtest starts real etcd processes for tests: Debian's
+// etcd-server (or $KNODE_ETCD_BINARY) on loopback ports, each member with
+// a data directory of the test's own and killed when the test ends. Start
+// runs a one-member cluster; StartCluster runs several members whose
+// processes a test kills (SIGKILL) and restarts to take a quorum away and
+// give it back. Without a binary the test is skipped, or fails when
 // KNODE_REQUIRE_EXTERNAL_ETCD=1 (CI sets it).
+//
+// The caller must start no more than a test needs (each member is a
+// process with its own fsync'ing disk writes) and call the cluster's
+// methods from the test's goroutine. The package does not secure etcd
+// (plain HTTP, no auth), change membership (members are fixed at start),
+// or fake etcd: what runs is the real server.
 package etcdtest
 
 import (
-	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Environment variables the helpers read.
@@ -67,67 +70,11 @@ func FreePorts(t testing.TB, n int) []int {
 }
 
 // Start runs a one-member etcd on loopback ports once it answers, and
-// returns its client URL. It is killed when the test ends; its log is
-// shown when the test failed.
+// returns its client URL. It is killed when the test ends; the tail of its
+// log is shown when the test failed.
 func Start(t testing.TB) string {
 	t.Helper()
-	bin := Binary(t)
-	dir := t.TempDir()
-	ports := FreePorts(t, 2)
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	logPath := filepath.Join(dir, "etcd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin,
-		"--name=knode-test",
-		"--data-dir="+filepath.Join(dir, "data"),
-		"--listen-client-urls="+client,
-		"--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer,
-		"--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=knode-test="+peer,
-		"--heartbeat-interval=10",
-		"--election-timeout=100",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("etcd log:\n%s", b)
-		}
-	})
-	// The client waits for the server to listen (gRPC wait-for-ready), so
-	// one call with a deadline is enough.
-	ready := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		defer cancel()
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: startTimeout})
-		if err == nil {
-			_, err = c.Get(ctx, "/knode-etcdtest-ready")
-			c.Close()
-		}
-		ready <- err
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatalf("etcd at %s not ready: %v", client, err)
-		}
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("%s exited early: %v", bin, err)
-	}
-	return client
+	c := startMembers(t, 1, "knode-test", singleHeartbeatMS, singleElectionMS)
+	c.waitReady()
+	return c.members[0].client
 }
