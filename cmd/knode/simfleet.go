@@ -24,6 +24,7 @@ func newSimFleetCommand() *cobra.Command {
 	var (
 		kubeconfig string
 		zones      int
+		zoneNames  []string
 		identity   string
 		runtime    string
 		cleanup    bool
@@ -51,6 +52,7 @@ not, over the whole run. At the end the fleet's nodes and leases are
 deleted, unless --cleanup=false.
 
 Nodes are named <prefix>-<zone>-<i>, spread over zones zone-a, zone-b, ...
+(or the zones --zone names)
 (label topology.kubernetes.io/zone) and labelled knode.io/fleet=<prefix>.
 
 --identity=node (the default): each agent acts as its own node identity,
@@ -112,6 +114,12 @@ The exit status is non-zero only when the fleet could not be set up.`,
 			cfg.Rest = restCfg
 			cfg.Servers = addrs
 			cfg.Zones = fleet.ZoneNames(zones)
+			if len(zoneNames) > 0 {
+				if cmd.Flags().Changed("zones") {
+					return fmt.Errorf("--zone and --zones cannot both be given")
+				}
+				cfg.Zones = zoneNames
+			}
 			cfg.Identity = fleet.Identity(identity)
 			cfg.KeepNodes = !cleanup
 			cfg.Progress = cmd.ErrOrStderr()
@@ -140,6 +148,7 @@ The exit status is non-zero only when the fleet could not be set up.`,
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the server and the credentials to use (normally <data-dir>/admin.kubeconfig)")
 	fs.IntVar(&cfg.Nodes, "nodes", 0, "number of simulated nodes")
 	fs.IntVar(&zones, "zones", 1, "number of zones, named zone-a, zone-b, ...; nodes are spread over them round-robin")
+	fs.StringArrayVar(&zoneNames, "zone", nil, "a zone's name, instead of --zones: repeat it for several; nodes are spread over them round-robin (fleets of several processes can so share a zone)")
 	fs.DurationVar(&cfg.Duration, "duration", fleet.DefaultDuration, "how long to run once every agent has started")
 	fs.DurationVar(&cfg.Ramp, "ramp", 0, "spread the agents' starts over this long (0: 4ms per node, 250 starts a second)")
 	fs.StringVar(&identity, "identity", string(fleet.IdentityNode), `whom the agents act as: "node" (each its own node identity, by impersonation) or "admin" (the kubeconfig's user)`)
