@@ -21,14 +21,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# server DIR ARGS...: starts `knode server` on a free port; prints its URL.
+# server DIR ARGS...: starts `knode server` on a free port; sets url to its
+# URL. (Not a command substitution: the pid must reach this shell's list.)
 server() {
 	local dir=$1; shift
 	"$KNODE" server --data-dir "$dir" --secure-port 0 --storage-dir "$work/storage" "$@" >"$dir.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 600); do
 		if grep -q 'knode server ready' "$dir.log" 2>/dev/null; then
-			grep -o 'url=https://[^ ]*' "$dir.log" | head -1 | cut -d= -f2
+			url=$(grep -o 'url=https://[^ ]*' "$dir.log" | head -1 | cut -d= -f2)
 			return
 		fi
 		sleep 0.1
@@ -54,7 +55,7 @@ stop_all() {
 
 # Baseline: one server, embedded etcd.
 mkdir -p "$work/one"
-server "$work/one" >/dev/null
+server "$work/one"
 fleet one-server-embedded-etcd --kubeconfig "$work/one/admin.kubeconfig"
 stop_all
 
@@ -74,7 +75,10 @@ for i in 0 1 2; do
 		>"$work/etcd$i.log" 2>&1 &
 	pids+=($!)
 done
-a=$(server "$work/a" --etcd-servers "$endpoints")
-b=$(server "$work/b" --etcd-servers "$endpoints" --token-file "$work/a/token")
-c=$(server "$work/c" --etcd-servers "$endpoints" --token-file "$work/a/token")
+server "$work/a" --etcd-servers "$endpoints"
+a=$url
+server "$work/b" --etcd-servers "$endpoints" --token-file "$work/a/token"
+b=$url
+server "$work/c" --etcd-servers "$endpoints" --token-file "$work/a/token"
+c=$url
 fleet three-servers-three-member-etcd --kubeconfig "$work/a/admin.kubeconfig" --server "$a" --server "$b" --server "$c"
