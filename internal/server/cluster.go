@@ -182,20 +182,12 @@ func openCluster(ctx context.Context, cfg Config, advertise net.IP, hosts []stri
 // cluster's CA (opened with the token) into the PKI directory, and returns
 // the initial cluster to start the member with.
 func joinThrough(ctx context.Context, cfg Config, name, peerURL string) (map[string]string, error) {
-	raw := cfg.Token
-	if cfg.TokenFile != "" {
-		data, err := os.ReadFile(cfg.TokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
-		}
-		raw = strings.TrimSpace(string(data))
-	}
-	if raw == "" {
-		return nil, errors.New("--join needs the cluster's token (--token-file or --token; `knode token` on a server prints it)")
-	}
-	token, err := bootstrap.ParseToken(raw)
+	token, ok, err := bootstrap.GivenToken(cfg.Token, cfg.TokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("--join: %w", err)
+	}
+	if !ok {
+		return nil, errors.New("--join needs the cluster's token (--token-file or --token; `knode token` on a server prints it)")
 	}
 	// etcd adds a member only when enough of the others have been
 	// connected for a while (its strict reconfiguration check), so a

@@ -248,6 +248,14 @@ func (c *Config) given() (g given, ok bool, err error) {
 	return given{}, false, nil
 }
 
+// GivenToken reads the token a server was started with: token (--token)
+// or, when that is empty, the file tokenFile (--token-file); ok is false
+// when both are empty. Errors name the flag.
+func GivenToken(token, tokenFile string) (t Token, ok bool, err error) {
+	g, ok, err := (&Config{Token: token, TokenFile: tokenFile}).given()
+	return g.token, ok, err
+}
+
 // first seals this server's CA (making one if the PKI directory has none)
 // under g's secret and stores it unless bootstrap data appeared meanwhile.
 // Before storing, it leaves g's secret in the token file, so that the data
