@@ -263,10 +263,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	// it has judged every node once.
 	first := true
 	monitor := func(ctx context.Context) error {
+		passStart := c.clock.Now()
 		err := c.MonitorNodeHealth(ctx)
 		if first && err == nil {
 			first = false
-			c.log.Info("first monitor pass done")
+			c.log.Info("first monitor pass done", "took", c.clock.Since(passStart).Round(time.Millisecond))
 		}
 		return err
 	}
@@ -357,9 +358,7 @@ func (c *Controller) MonitorNodeHealth(ctx context.Context) error {
 		c.log.Info("some zone is no longer fully disrupted: every node gets a fresh grace period")
 	}
 	c.metrics.reportZones(plan.Zones)
-	for _, ev := range plan.Events {
-		c.events.node(ctx, ev.Node, ev.UID, corev1.EventTypeNormal, ev.Reason, ev.Message)
-	}
+	c.events.nodes(ctx, plan.Events, c.cfg.Workers)
 
 	byName := make(map[string]*corev1.Node, len(plan.Nodes))
 	for _, a := range plan.Nodes {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -582,5 +583,52 @@ func TestRunWithInformers(t *testing.T) {
 	stop()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// A first pass writes one RegisteredNode per node, several at once; the
+// stamps in the events' names follow the nodes' order all the same.
+func TestFirstPassEventsInOrder(t *testing.T) {
+	h := newHarness(t)
+	h.addZone("a", 60)
+	if err := h.ctrl.MonitorNodeHealth(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := h.client.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, n := range nodes.Items {
+		want = append(want, n.Name)
+	}
+	events, err := h.client.CoreV1().Events("default").List(h.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stamped struct {
+		stamp int64
+		node  string
+	}
+	var got []stamped
+	for _, e := range events.Items {
+		if e.Reason != nodelifecycle.EventRegisteredNode {
+			t.Errorf("event %s: reason %s, want only %s", e.Name, e.Reason, nodelifecycle.EventRegisteredNode)
+			continue
+		}
+		node, hex, _ := strings.Cut(e.Name, ".")
+		stamp, err := strconv.ParseInt(hex, 16, 64)
+		if err != nil || node != e.InvolvedObject.Name {
+			t.Fatalf("event name %q: want <node>.<hex nanoseconds> for node %s", e.Name, e.InvolvedObject.Name)
+		}
+		got = append(got, stamped{stamp, node})
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].stamp < got[j].stamp })
+	var order []string
+	for _, g := range got {
+		order = append(order, g.node)
+	}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("RegisteredNode events by stamp:\n%v\nwant one per node in the nodes' order:\n%v", order, want)
 	}
 }

@@ -186,14 +186,47 @@ func (w *eventWriter) pod(ctx context.Context, p *corev1.Pod, typ, reason, messa
 	w.write(ctx, ref, p.Namespace, typ, reason, message)
 }
 
+// nodes writes a pass's node events, up to workers at once, all stamped
+// now. Their names are given in the plan's order before any is written,
+// so they list in that order however the writes interleave. A new
+// leader's first pass has a RegisteredNode for every node: written one
+// at a time, each would add a write's round trip to the pass.
+func (w *eventWriter) nodes(ctx context.Context, evs []Event, workers int) {
+	now := w.clock.Now()
+	names := make([]int64, len(evs))
+	for i := range evs {
+		names[i] = w.stamp(now)
+	}
+	parallel(ctx, len(evs), workers, func(i int) {
+		ev := evs[i]
+		ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: ev.Node, UID: ev.UID}
+		w.create(ctx, ref, metav1.NamespaceDefault, corev1.EventTypeNormal, ev.Reason, ev.Message, now, names[i])
+	})
+}
+
+// stamp is a nanosecond stamp for an event's name, at now or after the
+// last one given, so that no two names repeat.
+func (w *eventWriter) stamp(now time.Time) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = max(now.UnixNano(), w.last+1)
+	return w.last
+}
+
 func (w *eventWriter) write(ctx context.Context, ref corev1.ObjectReference, namespace, typ, reason, message string) {
 	now := w.clock.Now()
+	w.create(ctx, ref, namespace, typ, reason, message, now, w.stamp(now))
+}
+
+// create writes one event named with nanos; a name taken already (by an
+// earlier controller's event) is replaced with a later stamp, twice at
+// most.
+func (w *eventWriter) create(ctx context.Context, ref corev1.ObjectReference, namespace, typ, reason, message string, now time.Time, nanos int64) {
 	stamp := metav1.NewTime(now)
 	for try := 0; try < 3; try++ {
-		w.mu.Lock()
-		nanos := max(now.UnixNano(), w.last+1)
-		w.last = nanos
-		w.mu.Unlock()
+		if try > 0 {
+			nanos = w.stamp(now)
+		}
 		ev := &corev1.Event{
 			ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, nanos), Namespace: namespace},
 			InvolvedObject:      ref,
