@@ -90,7 +90,7 @@ func newAgentCommand() *cobra.Command {
 				// own on 127.0.0.1, which fails over between them, and
 				// learns the servers added later from default/kubernetes
 				// through it.
-				lb, err := serverBalancer(urls, log)
+				lb, err := serverBalancer(urls, restCfg, log)
 				if err != nil {
 					return err
 				}
@@ -635,8 +635,9 @@ func clusterCA(c *clientcmdapi.Cluster) ([]byte, error) {
 }
 
 // serverBalancer is the agent's balancer over the servers' URLs (--server
-// or the kubeconfig's).
-func serverBalancer(urls []string, log *slog.Logger) (*loadbalancer.Balancer, error) {
+// or the kubeconfig's), checking each server's /readyz with the CA of
+// restCfg.
+func serverBalancer(urls []string, restCfg *rest.Config, log *slog.Logger) (*loadbalancer.Balancer, error) {
 	var addrs []string
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
@@ -649,5 +650,9 @@ func serverBalancer(urls []string, log *slog.Logger) (*loadbalancer.Balancer, er
 		}
 		addrs = append(addrs, host)
 	}
-	return loadbalancer.New(loadbalancer.Config{Servers: addrs, Logger: log})
+	check, err := loadbalancer.ReadyzCheck(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	return loadbalancer.New(loadbalancer.Config{Servers: addrs, Check: check, Logger: log})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -18,7 +19,7 @@ import (
 // URL that is not https with a host is refused, naming it.
 func TestServerBalancer(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lb, err := serverBalancer([]string{"https://10.0.0.1:6443", "https://cp.example"}, log)
+	lb, err := serverBalancer([]string{"https://10.0.0.1:6443", "https://cp.example"}, &rest.Config{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func TestServerBalancer(t *testing.T) {
 		t.Errorf("the balancer listens on %s, want 127.0.0.1", lb.Addr())
 	}
 	for _, bad := range []string{"http://10.0.0.1:6443", "10.0.0.1:6443", "https://"} {
-		if _, err := serverBalancer([]string{bad}, log); err == nil || !strings.Contains(err.Error(), "--server") {
+		if _, err := serverBalancer([]string{bad}, &rest.Config{}, log); err == nil || !strings.Contains(err.Error(), "--server") {
 			t.Errorf("--server %q: %v", bad, err)
 		}
 	}

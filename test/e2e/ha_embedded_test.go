@@ -80,14 +80,18 @@ func mustHaveLeases(t *testing.T, c kubernetes.Interface, names ...string) {
 }
 
 // TestHAEmbeddedCluster forms three servers into one embedded etcd
-// cluster with --cluster-init and --join, kills one with SIGKILL, replaces
-// it with a new server of the same member name, and checks that the
-// cluster goes on: writes before, during and after are all there, and the
-// replacement serves them.
+// cluster with --cluster-init and --join, with a real agent and 60
+// simulated nodes on them, kills one with SIGKILL, replaces it with a new
+// server of the same member name, and kills another. It checks that the
+// cluster goes on: one RegisteredNode per node, writes before, during and
+// after are all there and the replacement serves them, and no node goes
+// NotReady.
 func TestHAEmbeddedCluster(t *testing.T) {
-	a := embeddedMember(t, "a", nil)
-	b := embeddedMember(t, "b", a)
-	c := embeddedMember(t, "c", a)
+	// The fleet's Leases are of 10 s: a grace period of 12 s.
+	grace := "--node-monitor-grace-period=" + clusterNodeGrace.String()
+	a := embeddedMember(t, "a", nil, grace)
+	b := embeddedMember(t, "b", a, grace)
+	c := embeddedMember(t, "c", a, grace)
 	if got := memberNames(etcdMembers(t, a)); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("members %q, want a, b and c", got)
 	}
@@ -95,6 +99,17 @@ func TestHAEmbeddedCluster(t *testing.T) {
 	// One CA: a's admin kubeconfig works against c.
 	writeLease(t, ca, "before")
 	mustHaveLeases(t, cc, "before")
+
+	// Nodes on every server: an agent told of the three, and a fleet
+	// with one balancer per server. b lives throughout.
+	nodes := followNodes(t, cb)
+	agent := startAgent(t, a, "emb-agent", t.TempDir(), "--runtime=none", "--server", a.URL, "--server", b.URL, "--server", c.URL)
+	startFleet(t, a, []*server{a, b, c}, "emb-fleet", 60, "", "--zones", "2")
+	eventually(t, "61 nodes Ready", 60*time.Second, 200*time.Millisecond, func() (bool, string) {
+		n := nodes.readyCount("emb-")
+		return n == 61, fmt.Sprintf("%d Ready", n)
+	})
+	registeredOnce(t, cb, "emb-", 61)
 
 	c.Kill9()
 	killed := time.Now()
@@ -104,7 +119,7 @@ func TestHAEmbeddedCluster(t *testing.T) {
 
 	// The replacement takes c's member name: the join removes the dead
 	// member and adds the new one, so the cluster is three again.
-	d := embeddedMember(t, "c", b)
+	d := embeddedMember(t, "c", b, grace)
 	ms := etcdMembers(t, b)
 	if got := memberNames(ms); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("members after the replacement %q, want a, b and c", got)
@@ -123,8 +138,29 @@ func TestHAEmbeddedCluster(t *testing.T) {
 	// The cluster survives the loss of another member now that it is
 	// three again: kill a, write through d.
 	a.Kill9()
+	killedA := time.Now()
 	writeLease(t, cd, "after-a")
 	mustHaveLeases(t, cb, "before", "during", "after", "after-a")
+
+	// a ran the controllers: b or d leads now, and gives every node a
+	// fresh grace period. The nodes keep renewing through it, through
+	// the servers left: none goes NotReady.
+	eventually(t, "the agent renews a grace period past a's kill", clusterNodeGrace+30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		if bad := nodes.notReadyExcept(""); len(bad) > 0 {
+			t.Fatalf("nodes went NotReady: %q\n--- agent (tail) ---\n%s", bad, tail(agent.stderr.String(), 10))
+		}
+		renewed, err := nodeLeaseRenewed(cb, "emb-agent")
+		if err != nil {
+			return false, err.Error()
+		}
+		return renewed.After(killedA.Add(clusterNodeGrace + 2*time.Second)), renewed.String()
+	})
+	if bad := nodes.notReadyExcept(""); len(bad) > 0 {
+		t.Fatalf("nodes went NotReady: %q", bad)
+	}
+	if n := nodes.readyCount("emb-"); n != 61 {
+		t.Fatalf("%d nodes were Ready, want 61", n)
+	}
 }
 
 // peerPort is the --etcd-peer-port s was started with.

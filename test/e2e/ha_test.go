@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,18 +159,22 @@ func TestHA(t *testing.T) {
 	}
 	clientB := b.Clientset(t)
 
-	// The agent knows both servers and fails over from a, which is killed
-	// below, to b.
-	const node = "ha-node"
+	// The agents know both servers and fail over from a, which is killed
+	// below, to b: node is told of them with --server, and kcNode by a
+	// kubeconfig with two cluster entries of one CA, a's current.
+	const node, kcNode = "ha-node", "ha-node-kubeconfig"
 	startAgent(t, b, node, t.TempDir(), "--runtime=none", "--server", a.URL, "--server", b.URL)
-	eventually(t, node+" Ready", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
-		n, err := clientB.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		status, reason := nodeReady(n)
-		return status == corev1.ConditionTrue, string(status) + " " + reason
-	})
+	startAgent(t, b, kcNode, t.TempDir(), "--runtime=none", "--kubeconfig", kubeconfigNaming(t, a, kcNode, b))
+	for _, name := range []string{node, kcNode} {
+		eventually(t, name+" Ready", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+			n, err := clientB.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			status, reason := nodeReady(n)
+			return status == corev1.ConditionTrue, string(status) + " " + reason
+		})
+	}
 	// Let a few of the agent's renewals (every second) and of the node
 	// monitor's passes (every second) go by: with two node lifecycle
 	// controllers there would be two RegisteredNode events by then.
@@ -184,8 +191,10 @@ func TestHA(t *testing.T) {
 		}
 		return renewed.Sub(first) >= 3*time.Second, renewed.String()
 	})
-	if n, err := registeredNodeEvents(t, clientB, node); err != nil || n != 1 {
-		t.Fatalf("%d RegisteredNode events for %s (%v), want exactly 1", n, node, err)
+	for _, name := range []string{node, kcNode} {
+		if n, err := registeredNodeEvents(t, clientB, name); err != nil || n != 1 {
+			t.Fatalf("%d RegisteredNode events for %s (%v), want exactly 1", n, name, err)
+		}
 	}
 	for _, lease := range []string{"kube-controller-manager", "kube-scheduler"} {
 		if na, nb := startedLeading(a, lease), startedLeading(b, lease); na != 1 || nb != 0 {
@@ -213,26 +222,127 @@ func TestHA(t *testing.T) {
 	})
 	// b's node lifecycle controller is new: it registers the node and
 	// gives it a fresh grace period (4 s), which the agent keeps meeting.
-	eventually(t, "b registers "+node, 20*time.Second, 100*time.Millisecond, func() (bool, string) {
-		healthy(t, clientB, node)
-		n, err := registeredNodeEvents(t, clientB, node)
+	for _, name := range []string{node, kcNode} {
+		eventually(t, "b registers "+name, 20*time.Second, 100*time.Millisecond, func() (bool, string) {
+			healthy(t, clientB, node)
+			healthy(t, clientB, kcNode)
+			n, err := registeredNodeEvents(t, clientB, name)
+			if err != nil {
+				return false, err.Error()
+			}
+			return n == 2, fmt.Sprintf("%d RegisteredNode events", n)
+		})
+	}
+	tookOver := time.Now()
+	for _, name := range []string{node, kcNode} {
+		eventually(t, name+" stays Ready past a grace period under b", 20*time.Second, 100*time.Millisecond, func() (bool, string) {
+			healthy(t, clientB, node)
+			healthy(t, clientB, kcNode)
+			renewed, err := nodeLeaseRenewed(clientB, name)
+			if err != nil {
+				return false, err.Error()
+			}
+			return renewed.After(tookOver.Add(5 * time.Second)), renewed.String()
+		})
+		if n, err := registeredNodeEvents(t, clientB, name); err != nil || n != 2 {
+			t.Errorf("%d RegisteredNode events for %s after the takeover (%v), want 2", n, name, err)
+		}
+	}
+}
+
+// kubeconfigNaming writes node's kubeconfig for s (`knode kubeconfig
+// --node`) with one more cluster entry for each of others, a copy of s's
+// cluster with the other's URL: a kubeconfig that names several servers
+// of one cluster, which the agent fails over between.
+func kubeconfigNaming(t *testing.T, s *server, node string, others ...*server) string {
+	t.Helper()
+	out, err := exec.Command(knodeBinary, "kubeconfig", "--data-dir", s.DataDir, "--node", node).Output()
+	if err != nil {
+		t.Fatalf("knode kubeconfig --node %s: %v", node, err)
+	}
+	cfg, err := clientcmd.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
+	if current == nil || current.Server != s.URL {
+		t.Fatalf("knode kubeconfig --node %s: the current cluster is %+v, want server %s", node, current, s.URL)
+	}
+	for i, o := range others {
+		c := current.DeepCopy()
+		c.Server = o.URL
+		cfg.Clusters[fmt.Sprintf("other-%d", i)] = c
+	}
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, node+"-servers.kubeconfig", string(data))
+}
+
+// freeze stops s with SIGSTOP: its kernel still completes connections to
+// its port, but nothing answers them. It is killed at the end of the test
+// (before its own cleanup, which would wait out a SIGTERM it cannot see).
+func (s *server) freeze(t *testing.T) {
+	t.Helper()
+	if err := s.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Kill9)
+}
+
+// TestHAStoppedServer stops the leading server with SIGSTOP rather than
+// killing it: dials to it still succeed, so only the agent balancer's
+// health check (GET /readyz) tells it from a live one. The agent fails
+// over to the other server on that check, and its node stays Ready
+// through the takeover.
+func TestHAStoppedServer(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	// Agents' Leases of 4 s (renewed every second); a grace period of
+	// 12 s, more than a health check's period and timeout (5 s and 2 s).
+	args := append(append([]string{"--etcd-servers", endpoint}, haLeaderArgs...), "--node-monitor-grace-period=12s")
+	a := startServer(t, serverOptions{Args: args})
+	idA := a.identity(t)
+	waitLeaseHolders(t, a.Clientset(t), idA, haLeaseDuration)
+	b := startServer(t, serverOptions{Args: append(slices.Clone(args), "--storage-dir", a.StorageDir,
+		"--token-file", filepath.Join(a.DataDir, "token"))})
+	idB := b.identity(t)
+	clientB := b.Clientset(t)
+
+	const node = "ha-stopped"
+	agent := startAgent(t, b, node, t.TempDir(), "--runtime=none", "--server", a.URL, "--server", b.URL)
+	eventually(t, node+" Ready", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		n, err := clientB.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return n == 2, fmt.Sprintf("%d RegisteredNode events", n)
+		status, reason := nodeReady(n)
+		return status == corev1.ConditionTrue, string(status) + " " + reason
 	})
-	tookOver := time.Now()
-	eventually(t, node+" stays Ready past a grace period under b", 20*time.Second, 100*time.Millisecond, func() (bool, string) {
+
+	a.freeze(t)
+	stopped := time.Now()
+	waitLeaseHolders(t, clientB, idB, haLeaseDuration+time.Duration(2.2*float64(haRetryPeriod))+2*time.Second)
+	// The agent's balancer passed a over on its check, not on a dial.
+	eventually(t, "the agent's balancer fails over on a health check", 15*time.Second, 100*time.Millisecond, func() (bool, string) {
+		log := agent.stderr.String()
+		for _, line := range strings.Split(log, "\n") {
+			if strings.Contains(line, `msg="failed over"`) && strings.Contains(line, `reason="health check"`) &&
+				strings.Contains(line, "from="+strings.TrimPrefix(a.URL, "https://")) {
+				return true, ""
+			}
+		}
+		return false, tail(log, 5)
+	})
+	eventually(t, node+" renews a grace period past the stop and stays Ready", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		healthy(t, clientB, node)
 		renewed, err := nodeLeaseRenewed(clientB, node)
 		if err != nil {
 			return false, err.Error()
 		}
-		return renewed.After(tookOver.Add(5 * time.Second)), renewed.String()
+		return renewed.After(stopped.Add(14 * time.Second)), renewed.String()
 	})
-	if n, err := registeredNodeEvents(t, clientB, node); err != nil || n != 2 {
-		t.Errorf("%d RegisteredNode events for %s after the takeover (%v), want 2", n, node, err)
-	}
+	t.Logf("the agent failed over from the stopped server; %s Ready %s after the SIGSTOP", node, time.Since(stopped).Round(100*time.Millisecond))
 }
 
 // TestHAFlags: the leader election flags are checked by upstream's rules,

@@ -7,9 +7,17 @@
 # a temporary directory and is stopped at exit.
 #
 #   KNODE=/path/to/knode ETCD=/usr/bin/etcd test/load/ha-fleet.sh 5000 10m
+#
+# ONLY=one or ONLY=three runs just that set-up (for a search that has already
+# found the other's limit).
 set -euo pipefail
 N=${1:-5000}
 DURATION=${2:-10m}
+ONLY=${ONLY:-}
+case "$ONLY" in
+"" | one | three) ;;
+*) echo "ONLY must be one, three or empty, not $ONLY" >&2; exit 2 ;;
+esac
 KNODE=${KNODE:-knode}
 ETCD=${ETCD:-etcd}
 work=$(mktemp -d /tmp/knode-ha-fleet.XXXXXX)
@@ -20,6 +28,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 143' INT TERM
 
 # server DIR ARGS...: starts `knode server` on a free port; sets url to its
 # URL. (Not a command substitution: the pid must reach this shell's list.)
@@ -54,10 +63,13 @@ stop_all() {
 }
 
 # Baseline: one server, embedded etcd.
-mkdir -p "$work/one"
-server "$work/one"
-fleet one-server-embedded-etcd --kubeconfig "$work/one/admin.kubeconfig"
-stop_all
+if [ "$ONLY" != three ]; then
+	mkdir -p "$work/one"
+	server "$work/one"
+	fleet one-server-embedded-etcd --kubeconfig "$work/one/admin.kubeconfig"
+	stop_all
+fi
+[ "$ONLY" != one ] || exit 0
 
 # Three servers on a three-member etcd cluster.
 base=$((20000 + RANDOM % 20000))

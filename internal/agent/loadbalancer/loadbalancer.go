@@ -19,8 +19,18 @@
 // server/apiendpoints, which owns that object's shape and its reading;
 // it depends on nothing of the agent's).
 //
-// What it does not do: health-check servers in the background (a failed
-// dial is the only signal), balance load across healthy servers (one is
+// Health checks: with Config.Check (the agent's asks a server's /readyz),
+// Serve checks every server each CheckPeriod on the clock, CheckOnce
+// being the synchronous step. A failed dial is not the only signal then:
+// a server that accepts connections but does not answer (a stopped or
+// wedged process, whose kernel still completes the handshakes) fails its
+// check within CheckTimeout. A server that fails is marked down like one
+// whose dial failed; when the current one fails and another passes, the
+// one that passes becomes current and the connections to the failed one
+// are closed, so that their clients reconnect through the balancer at
+// once instead of waiting out their own timeouts on a silent server.
+//
+// What it does not do: balance load across healthy servers (one is
 // current at a time, as k3s's), or look inside the connections.
 package loadbalancer
 
@@ -40,8 +50,10 @@ import (
 
 // Defaults of Config's zero fields.
 const (
-	DefaultDownFor     = 15 * time.Second
-	DefaultDialTimeout = 5 * time.Second
+	DefaultDownFor      = 15 * time.Second
+	DefaultDialTimeout  = 5 * time.Second
+	DefaultCheckPeriod  = 5 * time.Second
+	DefaultCheckTimeout = 2 * time.Second
 )
 
 // Config builds a Balancer.
@@ -57,8 +69,19 @@ type Config struct {
 	DialTimeout time.Duration
 	// Dial opens a connection to a server; nil means net.Dialer.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
-	// Clock judges DownFor; nil means the real clock.
-	Clock clock.PassiveClock
+	// Check asks whether the server at address (host:port) can serve; an
+	// error means it cannot. Nil means no health checks: a failed dial is
+	// the only signal.
+	Check func(ctx context.Context, address string) error
+	// CheckPeriod is how often Serve checks every server (on the clock);
+	// zero means DefaultCheckPeriod.
+	CheckPeriod time.Duration
+	// CheckTimeout bounds one check (a network timeout, on real time);
+	// zero means DefaultCheckTimeout.
+	CheckTimeout time.Duration
+	// Clock judges DownFor and paces the checks; nil means the real
+	// clock.
+	Clock clock.WithTicker
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -72,8 +95,19 @@ func (c *Config) validate() error {
 			return fmt.Errorf("loadbalancer: Config.Servers[%d] %q: must be host:port: %v", i, s, err)
 		}
 	}
-	if c.DownFor < 0 || c.DialTimeout < 0 {
-		return errors.New("loadbalancer: Config.DownFor and DialTimeout must not be negative")
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"DownFor", c.DownFor}, {"DialTimeout", c.DialTimeout}, {"CheckPeriod", c.CheckPeriod}, {"CheckTimeout", c.CheckTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("loadbalancer: Config.%s %s: must not be negative", d.name, d.v)
+		}
+	}
+	if c.CheckPeriod == 0 {
+		c.CheckPeriod = DefaultCheckPeriod
+	}
+	if c.CheckTimeout == 0 {
+		c.CheckTimeout = DefaultCheckTimeout
 	}
 	if c.DownFor == 0 {
 		c.DownFor = DefaultDownFor
@@ -102,8 +136,19 @@ type Balancer struct {
 	mu      sync.Mutex
 	servers []string
 	current string
-	// down holds when each server failed last.
+	// down holds when each server failed last (a dial or a check).
 	down map[string]time.Time
+	// open are the connections passed to each server, to close when it
+	// fails a check.
+	open map[string]map[*passed]struct{}
+}
+
+// passed is one connection passed to a server: both its ends.
+type passed struct{ client, server net.Conn }
+
+func (p *passed) close() {
+	_ = p.client.Close()
+	_ = p.server.Close()
 }
 
 // New validates cfg and listens on 127.0.0.1 (a free port). The caller
@@ -116,7 +161,7 @@ func New(cfg Config) (*Balancer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loadbalancer: %w", err)
 	}
-	b := &Balancer{cfg: cfg, ln: ln, log: cfg.Logger.With("component", "loadbalancer"), down: map[string]time.Time{}}
+	b := &Balancer{cfg: cfg, ln: ln, log: cfg.Logger.With("component", "loadbalancer"), down: map[string]time.Time{}, open: map[string]map[*passed]struct{}{}}
 	b.servers = slices.Clone(cfg.Servers)
 	b.current = b.servers[0]
 	return b, nil
@@ -175,6 +220,93 @@ func order(servers []string, current string, down map[string]time.Time, now time
 	return append(up, failed...)
 }
 
+// afterChecks is the server to make current after a round of checks in
+// which the servers in failed failed and the others passed: current when
+// it passed (or is not in the list), else the first server after it in
+// the list that passed, else current still (none is better). Pure.
+func afterChecks(servers []string, current string, failed map[string]bool) string {
+	at := slices.Index(servers, current)
+	if at < 0 || !failed[current] {
+		return current
+	}
+	for i := 1; i < len(servers); i++ {
+		if s := servers[(at+i)%len(servers)]; !failed[s] {
+			return s
+		}
+	}
+	return current
+}
+
+// CheckOnce checks every server at once with Config.Check and returns
+// when all have answered or timed out: those that failed are marked
+// down, those that passed up, and when the current server failed and
+// another passed, the other becomes current and the connections to the
+// failed one are closed. Without Config.Check it does nothing.
+func (b *Balancer) CheckOnce(ctx context.Context) {
+	if b.cfg.Check == nil {
+		return
+	}
+	servers := b.Servers()
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, b.cfg.CheckTimeout)
+			defer cancel()
+			errs[i] = b.cfg.Check(cctx, s)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	failed := map[string]bool{}
+	now := b.cfg.Clock.Now()
+	b.mu.Lock()
+	for i, s := range servers {
+		_, wasDown := b.down[s]
+		if errs[i] != nil {
+			failed[s] = true
+			b.down[s] = now
+			if !wasDown {
+				b.log.Warn("server failed its health check", "server", s, "err", errs[i])
+			}
+			continue
+		}
+		delete(b.down, s)
+		if wasDown {
+			b.log.Info("server passed its health check", "server", s)
+		}
+	}
+	var stale map[*passed]struct{}
+	if next := afterChecks(servers, b.current, failed); next != b.current && slices.Contains(b.servers, next) {
+		b.log.Info("failed over", "from", b.current, "to", next, "reason", "health check")
+		stale = b.open[b.current]
+		delete(b.open, b.current)
+		b.current = next
+	}
+	b.mu.Unlock()
+	for p := range stale {
+		p.close()
+	}
+}
+
+// runChecks runs CheckOnce now and every CheckPeriod until ctx ends.
+func (b *Balancer) runChecks(ctx context.Context) {
+	t := b.cfg.Clock.NewTicker(b.cfg.CheckPeriod)
+	defer t.Stop()
+	for {
+		b.CheckOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
 // dial connects to the first server of order that answers, makes it
 // current, and marks those that failed down.
 func (b *Balancer) dial(ctx context.Context) (net.Conn, string, error) {
@@ -205,7 +337,8 @@ func (b *Balancer) dial(ctx context.Context) (net.Conn, string, error) {
 }
 
 // Serve accepts connections and passes each to a server until ctx ends
-// or the listener is closed; it then closes the listener and returns nil.
+// or the listener is closed, checking the servers meanwhile when
+// Config.Check is set; it then closes the listener and returns nil.
 func (b *Balancer) Serve(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
@@ -213,6 +346,16 @@ func (b *Balancer) Serve(ctx context.Context) error {
 	}()
 	var conns sync.WaitGroup
 	defer conns.Wait()
+	if b.cfg.Check != nil {
+		checkCtx, stop := context.WithCancel(ctx)
+		conns.Add(1)
+		go func() {
+			defer conns.Done()
+			b.runChecks(checkCtx)
+		}()
+		// The listener closed without ctx ending stops the checks too.
+		defer stop()
+	}
 	for {
 		client, err := b.ln.Accept()
 		if err != nil {
@@ -238,6 +381,21 @@ func (b *Balancer) pass(ctx context.Context, client net.Conn) {
 		return
 	}
 	defer server.Close()
+	p := &passed{client: client, server: server}
+	b.mu.Lock()
+	if b.open[addr] == nil {
+		b.open[addr] = map[*passed]struct{}{}
+	}
+	b.open[addr][p] = struct{}{}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.open[addr], p)
+		if len(b.open[addr]) == 0 {
+			delete(b.open, addr)
+		}
+		b.mu.Unlock()
+	}()
 	done := make(chan struct{}, 2)
 	go func() {
 		_, _ = io.Copy(server, client)

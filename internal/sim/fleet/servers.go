@@ -89,13 +89,19 @@ type balancers struct {
 }
 
 // startBalancers starts one balancer per server, balancer k preferring
-// server k, and returns them serving.
+// server k, and returns them serving. They check the servers' /readyz as
+// agents' balancers do.
 func (f *Fleet) startBalancers() (*balancers, error) {
+	check, err := loadbalancer.ReadyzCheck(f.cfg.Rest)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &balancers{preferred: f.cfg.Servers, cancel: cancel}
 	for k := range f.cfg.Servers {
 		lb, err := loadbalancer.New(loadbalancer.Config{
 			Servers: preferring(f.cfg.Servers, k),
+			Check:   check,
 			Clock:   f.cfg.Clock,
 			Logger:  f.cfg.Logger,
 		})
