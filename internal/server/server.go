@@ -544,7 +544,8 @@ func extraPaths(cfg Config, metrics *prometheus.Registry, joining map[string]htt
 // them:
 //
 //   - the authorizer asks, in order, auth.MastersAuthorizer, the node
-//     authorizer, and auth.DiscoveryAuthorizer; what none allows is refused;
+//     authorizer, auth.DiscoveryAuthorizer, and join.Authorizer (the
+//     cluster token's paths); what none allows is refused;
 //   - the admitter is NodeRestriction, which must run on every write, before
 //     any other admission plugin, for the node authorizer's grants to be
 //     safe.
@@ -595,7 +596,7 @@ func NodeAccess(api func() *apiserver.Server) (auth.Authorizer, apiserver.Admitt
 	}
 	authz := append(auth.Chain(auth.NewNodeAuthorizer(auth.NodeAuthorizerConfig{
 		Pods: pods, NamespacePods: namespacePods, PersistentVolumes: pvs, VolumeAttachments: attachments,
-	})), auth.DiscoveryAuthorizer{})
+	})), auth.DiscoveryAuthorizer{}, join.Authorizer{})
 	return authz, noderestriction.New(noderestriction.Config{Pods: pods, Nodes: nodes})
 }
 

@@ -4,16 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"knode/internal/auth/bootstrap"
 	"knode/internal/server/join"
 	"knode/internal/storage/etcd/etcdtest"
 )
@@ -99,6 +104,7 @@ func TestHAEmbeddedCluster(t *testing.T) {
 	// One CA: a's admin kubeconfig works against c.
 	writeLease(t, ca, "before")
 	mustHaveLeases(t, cc, "before")
+	tokenGrantsOnlyTheJoin(t, b, a)
 
 	// Nodes on every server: an agent told of the three, and a fleet
 	// with one balancer per server. b lives throughout.
@@ -160,6 +166,30 @@ func TestHAEmbeddedCluster(t *testing.T) {
 	}
 	if n := nodes.readyCount("emb-"); n != 61 {
 		t.Fatalf("%d nodes were Ready, want 61", n)
+	}
+}
+
+// tokenGrantsOnlyTheJoin: the cluster token (first's), as a server
+// presents it to s (basic credentials server:<secret>), may list the etcd
+// members but not read the API.
+func tokenGrantsOnlyTheJoin(t *testing.T, s, first *server) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(first.DataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := bootstrap.ParseToken(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(s.RestConfig(t))
+	cfg.Username, cfg.Password = "server", token.Secret
+	c := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := c.CoreV1().RESTClient().Get().AbsPath(join.MembersPath).DoRaw(context.Background()); err != nil {
+		t.Errorf("GET %s with the cluster token: %v", join.MembersPath, err)
+	}
+	if _, err := c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing nodes with the cluster token: %v, want 403", err)
 	}
 }
 

@@ -65,10 +65,16 @@ const (
 	MembersPath   = "/knode/v1/etcd/members"
 )
 
-// ServerUser is who the cluster token authenticates as: a server of the
-// cluster, in system:masters (the token opens the CA's key, so it can do
-// nothing a master cannot).
-const ServerUser = "system:knode-server"
+// ServerUser is who the cluster token authenticates as, in ServerGroup:
+// a server joining the cluster. Authorizer lets it do what a join needs
+// and nothing else; the API answers it as any other user without rights.
+// (The token opens the CA's key, so its holder could mint itself an admin
+// certificate; the token alone still grants no more than joining, as
+// k3s's server token grants only its supervisor's paths.)
+const (
+	ServerUser  = "system:knode-server"
+	ServerGroup = "system:knode-servers"
+)
 
 // Members is the little of an etcd member that the paths need
 // (*etcd.Store).
@@ -294,7 +300,7 @@ func httpError(w http.ResponseWriter, code int, msg string) {
 
 // Authenticator admits requests carrying the cluster token's secret as
 // basic credentials "server:<secret>" (as k3s's servers present it) as
-// ServerUser in system:masters.
+// ServerUser in ServerGroup.
 type Authenticator struct{ Secret string }
 
 // Authenticate implements auth.Authenticator.
@@ -306,7 +312,26 @@ func (a Authenticator) Authenticate(r *http.Request) (*auth.User, bool, error) {
 	if subtle.ConstantTimeCompare([]byte(pass), []byte(a.Secret)) != 1 {
 		return nil, false, nil
 	}
-	return &auth.User{Name: ServerUser, Groups: []string{auth.MastersGroup, "system:authenticated"}}, true, nil
+	return &auth.User{Name: ServerUser, Groups: []string{ServerGroup, auth.AuthenticatedGroup}}, true, nil
+}
+
+// Authorizer allows ServerGroup what a join does: GET BootstrapPath, and
+// GET, POST and DELETE MembersPath. It has no opinion about anything
+// else, or anyone else (system:masters may use the paths through
+// auth.MastersAuthorizer).
+type Authorizer struct{}
+
+// Authorize implements auth.Authorizer.
+func (Authorizer) Authorize(_ context.Context, a auth.Attributes) (auth.Decision, string, error) {
+	if !a.User.InGroup(ServerGroup) || a.ResourceRequest {
+		return auth.NoOpinion, "", nil
+	}
+	switch {
+	case a.Path == BootstrapPath && a.Verb == "get",
+		a.Path == MembersPath && (a.Verb == "get" || a.Verb == "post" || a.Verb == "delete"):
+		return auth.Allow, "", nil
+	}
+	return auth.NoOpinion, "", nil
 }
 
 // Config is a joining server's request.

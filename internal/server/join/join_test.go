@@ -207,3 +207,40 @@ func TestInitialCluster(t *testing.T) {
 		t.Errorf("initial cluster (-want +got):\n%s", diff)
 	}
 }
+
+// The cluster token authenticates as ServerUser in ServerGroup, not in
+// system:masters, and Authorizer allows that group the join's requests and
+// nothing else.
+func TestTokenGrantsOnlyTheJoin(t *testing.T) {
+	authn := join.Authenticator{Secret: "a-secret-of-enough-length"}
+	r := httptest.NewRequest(http.MethodGet, join.MembersPath, nil)
+	r.SetBasicAuth("server", "a-secret-of-enough-length")
+	u, ok, err := authn.Authenticate(r)
+	if err != nil || !ok {
+		t.Fatalf("Authenticate: %v %v", ok, err)
+	}
+	if u.Name != join.ServerUser || !u.InGroup(join.ServerGroup) || u.InGroup(auth.MastersGroup) {
+		t.Fatalf("the token authenticates as %+v, want %s in %s and not in %s", u, join.ServerUser, join.ServerGroup, auth.MastersGroup)
+	}
+	other := &auth.User{Name: "alice", Groups: []string{auth.AuthenticatedGroup}}
+	for _, tc := range []struct {
+		name string
+		a    auth.Attributes
+		want auth.Decision
+	}{
+		{"fetch the bootstrap data", auth.Attributes{User: u, Verb: "get", Path: join.BootstrapPath}, auth.Allow},
+		{"list the members", auth.Attributes{User: u, Verb: "get", Path: join.MembersPath}, auth.Allow},
+		{"add a member", auth.Attributes{User: u, Verb: "post", Path: join.MembersPath}, auth.Allow},
+		{"remove a member", auth.Attributes{User: u, Verb: "delete", Path: join.MembersPath}, auth.Allow},
+		{"replace the bootstrap data", auth.Attributes{User: u, Verb: "post", Path: join.BootstrapPath}, auth.NoOpinion},
+		{"put the members", auth.Attributes{User: u, Verb: "put", Path: join.MembersPath}, auth.NoOpinion},
+		{"another path", auth.Attributes{User: u, Verb: "get", Path: "/metrics"}, auth.NoOpinion},
+		{"a resource", auth.Attributes{User: u, Verb: "list", Path: "/api/v1/nodes", Resource: "nodes", APIVersion: "v1", ResourceRequest: true}, auth.NoOpinion},
+		{"another user", auth.Attributes{User: other, Verb: "get", Path: join.BootstrapPath}, auth.NoOpinion},
+		{"no user", auth.Attributes{Verb: "get", Path: join.BootstrapPath}, auth.NoOpinion},
+	} {
+		if got, _, err := (join.Authorizer{}).Authorize(context.Background(), tc.a); err != nil || got != tc.want {
+			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
