@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"knode/internal/agent/runtime/cri/critest"
 )
@@ -123,9 +124,9 @@ func (c *criCluster) startAgent() {
 	}
 }
 
-// nodeCertificate is node's client certificate, as knode kubeconfig
-// --node issues it.
-func nodeCertificate(t testing.TB, s *server, node string) tls.Certificate {
+// nodeKubeconfig is node's kubeconfig for s, as knode kubeconfig --node
+// writes it.
+func nodeKubeconfig(t testing.TB, s *server, node string) *clientcmdapi.Config {
 	t.Helper()
 	out, err := exec.Command(knodeBinary, "kubeconfig", "--data-dir", s.DataDir, "--node", node).Output()
 	if err != nil {
@@ -135,6 +136,14 @@ func nodeCertificate(t testing.TB, s *server, node string) tls.Certificate {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// nodeCertificate is node's client certificate, as knode kubeconfig
+// --node issues it.
+func nodeCertificate(t testing.TB, s *server, node string) tls.Certificate {
+	t.Helper()
+	cfg := nodeKubeconfig(t, s, node)
 	for _, auth := range cfg.AuthInfos {
 		pair, err := tls.X509KeyPair(auth.ClientCertificateData, auth.ClientKeyData)
 		if err != nil {

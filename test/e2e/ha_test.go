@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -256,14 +255,7 @@ func TestHA(t *testing.T) {
 // of one cluster, which the agent fails over between.
 func kubeconfigNaming(t *testing.T, s *server, node string, others ...*server) string {
 	t.Helper()
-	out, err := exec.Command(knodeBinary, "kubeconfig", "--data-dir", s.DataDir, "--node", node).Output()
-	if err != nil {
-		t.Fatalf("knode kubeconfig --node %s: %v", node, err)
-	}
-	cfg, err := clientcmd.Load(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := nodeKubeconfig(t, s, node)
 	current := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
 	if current == nil || current.Server != s.URL {
 		t.Fatalf("knode kubeconfig --node %s: the current cluster is %+v, want server %s", node, current, s.URL)

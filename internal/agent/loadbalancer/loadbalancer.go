@@ -26,9 +26,10 @@
 // wedged process, whose kernel still completes the handshakes) fails its
 // check within CheckTimeout. A server that fails is marked down like one
 // whose dial failed; when the current one fails and another passes, the
-// one that passes becomes current and the connections to the failed one
-// are closed, so that their clients reconnect through the balancer at
-// once instead of waiting out their own timeouts on a silent server.
+// one that passes becomes current; and while any passes, the connections
+// to those that fail are closed, so that their clients reconnect through
+// the balancer at once instead of waiting out their own timeouts on a
+// silent server.
 //
 // What it does not do: balance load across healthy servers (one is
 // current at a time, as k3s's), or look inside the connections.
@@ -239,9 +240,10 @@ func afterChecks(servers []string, current string, failed map[string]bool) strin
 
 // CheckOnce checks every server at once with Config.Check and returns
 // when all have answered or timed out: those that failed are marked
-// down, those that passed up, and when the current server failed and
-// another passed, the other becomes current and the connections to the
-// failed one are closed. Without Config.Check it does nothing.
+// down, those that passed up; when the current server failed and another
+// passed, the other becomes current; and when any passed, the
+// connections to those that failed are closed. Without Config.Check it
+// does nothing.
 func (b *Balancer) CheckOnce(ctx context.Context) {
 	if b.cfg.Check == nil {
 		return
@@ -280,15 +282,24 @@ func (b *Balancer) CheckOnce(ctx context.Context) {
 			b.log.Info("server passed its health check", "server", s)
 		}
 	}
-	var stale map[*passed]struct{}
 	if next := afterChecks(servers, b.current, failed); next != b.current && slices.Contains(b.servers, next) {
 		b.log.Info("failed over", "from", b.current, "to", next, "reason", "health check")
-		stale = b.open[b.current]
-		delete(b.open, b.current)
 		b.current = next
 	}
+	// With some server passing, connections to those that failed are
+	// better reopened: a connection dialled to one just before it was
+	// passed over, too.
+	var stale []*passed
+	if len(failed) < len(servers) {
+		for s := range failed {
+			for p := range b.open[s] {
+				stale = append(stale, p)
+			}
+			delete(b.open, s)
+		}
+	}
 	b.mu.Unlock()
-	for p := range stale {
+	for _, p := range stale {
 		p.close()
 	}
 }
