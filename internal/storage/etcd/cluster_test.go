@@ -3,16 +3,9 @@ package etcd
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +25,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"knode/internal/auth"
 	"knode/internal/storage"
 	"knode/internal/storage/etcd/etcdtest"
 )
@@ -46,49 +40,22 @@ const (
 // startTimeout bounds a member start that should succeed.
 const startTimeout = 20 * time.Second
 
-// testCA is a certificate authority made for one test.
+// testCA is a cluster CA as a server keeps it (auth.EnsurePKI), made for
+// one test.
 type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	pki  *auth.PKI
 	pem  []byte
 	file string
 }
 
-func newTestCA(t *testing.T, name string) *testCA {
+func newTestCA(t *testing.T) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	dir := t.TempDir()
+	pki, err := auth.EnsurePKI(auth.PKIConfig{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-	ca.file = writeFile(t, name+"-ca.crt", ca.pem)
-	return ca
-}
-
-func serial(t *testing.T) *big.Int {
-	t.Helper()
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return &testCA{pki: pki, pem: pki.CAPEM(), file: filepath.Join(dir, auth.CACertFile)}
 }
 
 func writeFile(t *testing.T, name string, data []byte) string {
@@ -100,33 +67,14 @@ func writeFile(t *testing.T, name string, data []byte) string {
 	return p
 }
 
-// issue makes a pair for server and client auth naming 127.0.0.1, and
-// returns its files.
-func (ca *testCA) issue(t *testing.T, name string) (certFile, keyFile string) {
+// issue makes a member's peer pair (server and client auth, naming
+// 127.0.0.1), as a server's EnsurePeerPair does, and returns its files.
+func (ca *testCA) issue(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certFile, keyFile, err := ca.pki.EnsurePeerPair(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile = writeFile(t, name+".crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	keyFile = writeFile(t, name+".key", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
 	return certFile, keyFile
 }
 
@@ -139,7 +87,7 @@ type testMember struct {
 
 func newTestMember(t *testing.T, ca *testCA, name string, port int) testMember {
 	t.Helper()
-	cert, key := ca.issue(t, name)
+	cert, key := ca.issue(t)
 	return testMember{
 		name:   name,
 		url:    fmt.Sprintf("https://127.0.0.1:%d", port),
@@ -324,7 +272,7 @@ func memberByName(t *testing.T, ms []Member, name string) Member {
 // loses one, replaces it, and restarts the removed member's data.
 func TestClusterReplaceDeadMember(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t, "cluster")
+	ca := newTestCA(t)
 	ms, stores := newCluster(t, ca)
 	a, b := stores[0], stores[1]
 
@@ -420,18 +368,17 @@ func TestClusterReplaceDeadMember(t *testing.T) {
 // the cluster CA, and that a member with another CA's cannot join.
 func TestClusterPeerTLS(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t, "cluster")
-	other := newTestCA(t, "other")
+	ca := newTestCA(t)
+	other := newTestCA(t)
 	ports := etcdtest.FreePorts(t, 3)
 	g := newTestMember(t, ca, "good", ports[0])
 	g.clientURL = fmt.Sprintf("https://127.0.0.1:%d", ports[1])
 	s := start(t, g.config(nil, false))
 	mustCreate(t, s, "/tls", "x")
 
-	goodCert, goodKey := ca.issue(t, "probe")
-	rogueCert, rogueKey := other.issue(t, "rogue")
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	goodCert, goodKey := ca.issue(t)
+	rogueCert, rogueKey := other.issue(t)
+	roots := ca.pki.CertPool()
 	// clientTLS presents the pair even when the server asks for another
 	// CA's (Go would otherwise send none); no files, no certificate.
 	clientTLS := func(cert, key string) *tls.Config {
@@ -527,7 +474,7 @@ func TestClusterPeerTLS(t *testing.T) {
 // watches end with an error instead of going silent.
 func TestClusterWatchEndsWithoutLeader(t *testing.T) {
 	t.Parallel()
-	_, stores := newCluster(t, newTestCA(t, "cluster"))
+	_, stores := newCluster(t, newTestCA(t))
 	w, err := stores[0].Watch(t.Context(), "/w/", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -566,7 +513,7 @@ func TestClusterWatchEndsWithoutLeader(t *testing.T) {
 // first member of a cluster, which a second member then joins.
 func TestLoneMemberBecomesFirstMember(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t, "cluster")
+	ca := newTestCA(t)
 	ports := etcdtest.FreePorts(t, 2)
 	first := newTestMember(t, ca, "first", ports[0])
 	lone := start(t, EmbeddedConfig{DataDir: first.dir, Logger: first.logger})
@@ -628,7 +575,7 @@ func TestJoinHonoursContext(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	m := newTestMember(t, newTestCA(t, "cluster"), "m", etcdtest.FreePorts(t, 1)[0])
+	m := newTestMember(t, newTestCA(t), "m", etcdtest.FreePorts(t, 1)[0])
 	cfg := m.config(map[string]string{"m": m.url, "silent": "https://" + silent.Addr().String()}, true)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -663,7 +610,7 @@ func TestJoinHonoursContext(t *testing.T) {
 }
 
 func TestNewEmbeddedChecksPeerStart(t *testing.T) {
-	ca := newTestCA(t, "cluster")
+	ca := newTestCA(t)
 	m := newTestMember(t, ca, "m", 2380)
 	tests := []struct {
 		name string
